@@ -1,0 +1,55 @@
+"""npusim: a functional and timed simulator of an Ascend (Da Vinci) style AI core, for teaching.
+
+Kernels are plain Python functions written against Ascend C's programming model with Python names::
+
+    import npusim as ns
+
+    @ns.kernel
+    def copy(x, y, n):
+        pipe = ns.TPipe()
+        q = ns.TQueBind(ns.TPosition.VECIN, ns.TPosition.VECOUT)
+        pipe.init_buffer(q, 1, n * 2)
+        t = q.alloc_tensor(ns.float16)
+        ns.data_copy(t, x, n)
+        q.enque(t)
+        t = q.deque()
+        ns.data_copy(y, t, n)
+        q.free_tensor(t)
+
+    run = ns.launch(copy, 1, x, y, 1024)
+    print(run.profile)
+
+The numbers behind the model are in ``docs/hardware.md`` and ``docs/cost-model.md``.
+"""
+
+from . import costs, formats, numerics
+from .config import PRESETS, HardwareConfig, a2, classic, get_config
+from .core import get_block_idx, get_block_num, get_core_config
+from .dtypes import bfloat16, float16, float32, int8, int16, int32, uint8
+from .errors import (AlignmentError, CapacityError, DtypeError, NpuSimError, OutOfBoundsError, QueueError,
+                     RaceError, SanitizerError, SanitizerWarning, SyncError, TensorStateError, UsageError)
+from .instructions import *  # noqa: F401,F403  (the instruction set)
+from .instructions import abs, max, min  # noqa: F401  (kept out of __all__: they shadow builtins)
+from .instructions import __all__ as _instructions
+from .launch import LaunchResult, kernel, launch
+from .memory import TBuf, TPipe, TQue, TQueBind
+from .numerics import RoundMode
+from .params import (DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, FixpipeParams, LoadData2DParams,
+                     LoadData3DParams, MmadParams, Nd2NzParams)
+from .pipes import HardEvent, Pipe, QuePosition, TPosition
+from .profile import Profile
+
+presets = PRESETS
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "HardwareConfig", "PRESETS", "a2", "classic", "get_config", "get_block_idx", "get_block_num", "get_core_config",
+    "bfloat16", "float16", "float32", "int8", "int16", "int32", "uint8",
+    "NpuSimError", "UsageError", "SanitizerError", "SanitizerWarning", "CapacityError", "AlignmentError",
+    "OutOfBoundsError", "TensorStateError", "QueueError", "RaceError", "SyncError", "DtypeError",
+    "LaunchResult", "kernel", "launch", "TBuf", "TPipe", "TQue", "TQueBind", "RoundMode",
+    "DataCopyParams", "DataCopyExtParams", "DataCopyPadExtParams", "Nd2NzParams", "LoadData2DParams",
+    "LoadData3DParams", "MmadParams", "FixpipeParams", "HardEvent", "Pipe", "TPosition", "QuePosition",
+    "Profile", "costs", "formats", "numerics", *_instructions,
+]

@@ -1,0 +1,224 @@
+"""Hardware configuration of the simulated Da Vinci AI core and chip.
+
+Every number here is a documented default with its source; ``docs/hardware.md`` lists the facts and
+the references (S1..S17) they come from. Configs are immutable: derive a variant with
+:meth:`HardwareConfig.replace`, e.g. ``presets.a2.replace(ub_bytes=128 * 1024)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+KB = 1024
+
+_CUBE_MACS_A2 = MappingProxyType({"float16": 4096, "bfloat16": 4096, "int8": 8192, "float32": 1024})
+_CUBE_MACS_CLASSIC = MappingProxyType({"float16": 4096, "int8": 8192})
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    """One AI core (Cube + Vector + Scalar, coupled) and the chip it sits on.
+
+    The ``a2`` preset keeps ONE coupled core with Atlas A2 (910B) sizes and rates, for teaching. On a real
+    A2 chip the Cube (AIC) and Vector (AIV) units sit in separate cores, one AIC to two AIV, which exchange
+    data through GM [S1]; here a kernel may use both units directly, as on the coupled 910 [S1].
+
+    Units are in the field names: ``_bytes`` bytes, ``_cycles`` core clock cycles, ``_bytes_per_cycle``
+    bytes per core cycle, ``_ghz`` gigahertz, ``_us`` microseconds.
+    """
+
+    name: str
+    clock_ghz: float
+    """Core clock [S5: ``cube_freq=1800`` on 910B2; 910 derived as ~1.0 GHz from 256 TFLOPS]."""
+
+    # --- compute units -------------------------------------------------------------------------
+    cube_macs_per_cycle: Mapping[str, int] = field(default_factory=lambda: _CUBE_MACS_A2)
+    """Cube multiply-accumulates per cycle by input dtype: fp16 16x16x16=4096, int8 16x32x16=8192,
+    fp32 at 1/4 of fp16 on A2 and absent on 910 [S1, S5, S8]. A dtype missing here is unsupported."""
+    cube_fp16_accumulate: bool = False
+    """Whether Mmad may accumulate fp16 inputs into an fp16 L0C (910/310P: yes; A2: no) [S2 Mmad]."""
+    vector_bytes_per_cycle: int = 256
+    """Vector unit: one 256 B repeat per cycle (128 fp16 or 64 fp32 lanes) [S2, S5, S8]."""
+    vector_complex_cycles_per_repeat: int = 4
+    """exp/ln/sqrt/div/reciprocal cost this many cycles per 64 elements, in fp16 and fp32 alike
+    ("Exp: same cost for half and float on A2" [S2]); the factor itself is not public (chosen)."""
+
+    # --- on-chip buffers -----------------------------------------------------------------------
+    ub_bytes: int = 192 * KB
+    """Unified Buffer (VECIN/VECOUT/VECCALC) [S5]."""
+    l1_bytes: int = 512 * KB
+    """L1 buffer (A1/B1) [S5]."""
+    l0a_bytes: int = 64 * KB
+    """L0A, left matrix of the Cube (A2) [S5, S6]."""
+    l0b_bytes: int = 64 * KB
+    """L0B, right matrix of the Cube (B2) [S5, S6]."""
+    l0c_bytes: int = 128 * KB
+    """L0C, Cube accumulator (CO1) [S1, S5]."""
+
+    # --- data paths (bytes per cycle per core) -------------------------------------------------
+    gm_port_bytes_per_cycle: int = 64
+    """Peak of one core's GM<->UB and GM->L1 DMA port (MTE2 reads, MTE3 writes) [S5, S6: UB<->GM 64;
+    GM->L1 is not public for A2 and uses the same port]."""
+    l1_to_l0a_bytes_per_cycle: int = 512
+    """MTE1 L1->L0A [S6: 310/310P fixtures, borrowed for A2]."""
+    l1_to_l0b_bytes_per_cycle: int = 256
+    """MTE1 L1->L0B [S6]."""
+    l1_to_ub_bytes_per_cycle: int = 128
+    """MTE1 L1->UB [S6]."""
+    fixpipe_bytes_per_cycle: int = 256
+    """FIX L0C->GM/L1, counted on the bytes read from L0C [S6: L0C->UB 256, borrowed for Fixpipe]."""
+    l0c_to_ub_bytes_per_cycle: int = 256
+    """L0C->UB over the vector pipe on coupled cores without Fixpipe [S6]."""
+    gm_share_bytes_per_cycle_per_core: int = 32
+    """Sustained GM bandwidth per core when every core of the chip is busy [S5: GM 32 B/cycle]. The chip
+    total is ``num_cores`` times this; active cores divide it equally."""
+
+    # --- costs that are not public (chosen; see docs/cost-model.md) ----------------------------
+    gm_startup_cycles: int = 64
+    """Start-up latency of one GM DMA instruction. Chosen so that a 16 KB copy reaches 80 % of the port
+    peak, matching "copies need >= 16 KB for peak bandwidth" [S4]."""
+    gm_burst_overhead_cycles: int = 1
+    """Extra cycles per contiguous GM burst (one per row of a strided or ND->NZ copy), the gap between
+    two DMA requests: many short bursts are slow (chosen)."""
+    gm_burst_granule_bytes: int = 32
+    """A GM burst moves whole 32 B granules [S1]."""
+    gm_efficient_align_bytes: int = 512
+    """GM addresses aligned to 512 B run at full rate [S1, S4]."""
+    gm_unaligned_efficiency: float = 0.7
+    """Rate factor for a burst whose GM address is not 512 B aligned ("can drop to ~70 %") [S1, S4]."""
+    onchip_startup_cycles: int = 16
+    """Start-up latency of an on-chip move (MTE1, FIX from L0C, L0C->UB)."""
+    cube_startup_cycles: int = 8
+    """Start-up latency of one Mmad."""
+    vector_startup_cycles: int = 4
+    """Start-up latency of one vector instruction."""
+    scalar_issue_cycles: int = 2
+    """Scalar-unit cycles to issue any instruction (the S pipe is busy meanwhile)."""
+    scalar_access_cycles: int = 16
+    """A scalar GetValue/SetValue on UB or GM (DCache access) [S1: DCache 32 KB]."""
+
+    # --- alignment and limits ------------------------------------------------------------------
+    ub_align_bytes: int = 32
+    """UB addresses and DataCopy lengths: 32 B [S1, S2]."""
+    l1_align_bytes: int = 32
+    """L1 addresses on A2: 32 B (512 B on 910/310P) [S1]."""
+    l0ab_align_bytes: int = 512
+    """L0A/L0B addresses: one 512 B fractal [S1]."""
+    l0c_align_bytes: int = 1024
+    """Mmad destination in L0C starts on 1024 B (one 16x16 fp32 fractal) [S1]."""
+    event_ids: int = 8
+    """EventIDs per HardEvent for SetFlag/WaitFlag: 0-7 on A2, 0-3 on 910 [S2]."""
+    instr_queue_depth: int = 32
+    """Per-pipe instruction queue; the scalar unit stalls when it is full [S1]."""
+    max_buffers: int = 64
+    """Buffers one TPipe may initialise [S3, S12]."""
+    has_fixpipe: bool = True
+    """A2 drains L0C with Fixpipe (PIPE_FIX) to GM; 910 moves L0C->UB on the vector pipe [S1]."""
+
+    # --- chip ----------------------------------------------------------------------------------
+    num_cores: int = 24
+    """AI cores on the chip; block_dim above this runs in waves [S5: 24 AIC on 910B1/B2]."""
+    launch_overhead_us: float = 20.0
+    """Host-side cost of launching one kernel on the whole chip [S4: ~20-21 us]."""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0:
+                raise ValueError(f"HardwareConfig.{f.name} must be > 0, got {v!r}")
+        object.__setattr__(self, "cube_macs_per_cycle", MappingProxyType(dict(self.cube_macs_per_cycle)))
+        if self.gm_unaligned_efficiency > 1:
+            raise ValueError("HardwareConfig.gm_unaligned_efficiency is a factor in (0, 1]")
+
+    # ---------------------------------------------------------------------------------------------
+    def replace(self, **changes) -> "HardwareConfig":
+        """A copy with some fields changed, e.g. ``a2.replace(name="a2-small-ub", ub_bytes=96*1024)``."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def chip_gm_bytes_per_cycle(self) -> float:
+        """Total GM bandwidth of the chip = ``num_cores * gm_share_bytes_per_cycle_per_core``."""
+        return self.num_cores * self.gm_share_bytes_per_cycle_per_core
+
+    def gm_rate(self, active_cores: int) -> float:
+        """Bytes/cycle one GM DMA gets when ``active_cores`` cores run:
+        ``min(gm_port_bytes_per_cycle, chip_gm_bytes_per_cycle / active_cores)``."""
+        return min(self.gm_port_bytes_per_cycle, self.chip_gm_bytes_per_cycle / max(1, active_cores))
+
+    def cube_peak_flops(self, dtype: str = "float16") -> float:
+        """Peak Cube FLOP/s of ONE core for an input dtype: 2 * MACs/cycle * clock."""
+        return 2 * self.cube_macs_per_cycle[dtype] * self.clock_ghz * 1e9
+
+    def vector_peak_flops(self, dtype: str = "float16") -> float:
+        """Peak vector FLOP/s of ONE core: one operation per lane per cycle."""
+        from .dtypes import itemsize
+
+        return self.vector_bytes_per_cycle / itemsize(dtype) * self.clock_ghz * 1e9
+
+    def memory_bytes(self, memory: str) -> int:
+        """Capacity of ``"UB"``, ``"L1"``, ``"L0A"``, ``"L0B"`` or ``"L0C"`` in bytes."""
+        return {"UB": self.ub_bytes, "L1": self.l1_bytes, "L0A": self.l0a_bytes,
+                "L0B": self.l0b_bytes, "L0C": self.l0c_bytes}[memory]
+
+    def cycles_to_us(self, cycles: float) -> float:
+        return cycles / (self.clock_ghz * 1e3)
+
+    # notebook niceties --------------------------------------------------------------------------
+    def rows(self) -> list[tuple[str, str]]:
+        """(field, value) pairs for display."""
+        out = []
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, Mapping):
+                v = ", ".join(f"{k}: {n}" for k, n in v.items())
+            elif f.name.endswith("_bytes") and isinstance(v, int) and v >= KB:
+                v = f"{v // KB} KB" if v % KB == 0 else f"{v} B"
+            out.append((f.name, str(v)))
+        return out
+
+    def __str__(self) -> str:
+        w = max(len(k) for k, _ in self.rows())
+        return "\n".join(f"{k:<{w}}  {v}" for k, v in self.rows())
+
+    def _repr_html_(self) -> str:
+        from .views.html import table
+
+        return table(self.rows(), header=("HardwareConfig " + self.name, ""))
+
+
+a2 = HardwareConfig(name="a2", clock_ghz=1.8)
+"""Default preset: one 910B-like (Atlas A2) AI core, coupled for teaching (see class docstring)."""
+
+classic = HardwareConfig(
+    name="classic",
+    clock_ghz=1.0,
+    cube_macs_per_cycle=_CUBE_MACS_CLASSIC,
+    cube_fp16_accumulate=True,
+    ub_bytes=256 * KB,
+    l1_bytes=1024 * KB,
+    l0c_bytes=256 * KB,
+    l1_align_bytes=512,
+    event_ids=4,
+    has_fixpipe=False,
+    num_cores=32,
+)
+"""A 910-like coupled core: 1 GHz, UB 256 KB, L1 1 MB, L0C 256 KB, no fp32 on the Cube, results leave L0C
+through UB on the vector pipe (no Fixpipe), 4 EventIDs, 32 cores [S1, S5, S6, S9]."""
+
+PRESETS: dict[str, HardwareConfig] = {"a2": a2, "classic": classic}
+
+
+def get_config(config: "HardwareConfig | str | None" = None) -> HardwareConfig:
+    """Resolve ``None`` (the default ``a2``), a preset name, or a config."""
+    if config is None:
+        return a2
+    if isinstance(config, HardwareConfig):
+        return config
+    try:
+        return PRESETS[config]
+    except KeyError:
+        raise ValueError(f"unknown preset {config!r}; choose one of {sorted(PRESETS)} "
+                         "or pass a HardwareConfig") from None

@@ -1,0 +1,116 @@
+"""The cost model: how many cycles every instruction takes. All timing formulas live here.
+
+Each function gives its formula and the source of its constants (see ``docs/cost-model.md`` and
+``HardwareConfig``). Results are deterministic integers-or-floats of core cycles; the pipes that run the
+instructions, and the waits between pipes, are in :mod:`npusim.core`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .config import HardwareConfig
+
+
+def gm_burst_cycles(cfg: HardwareConfig, gm_addr: int, nbytes: int, rate: float) -> float:
+    """Cycles of one contiguous GM burst of ``nbytes`` at byte address ``gm_addr``:
+
+    ``gm_burst_overhead_cycles + ceil(nbytes / 32) * 32 / (rate * eff)`` with ``eff = 1`` when
+    ``gm_addr`` is 512 B aligned, else ``gm_unaligned_efficiency`` (0.7) [S1, S4: GM requests are
+    128/256/512 B; 32 B-aligned traffic can drop to ~70 %].
+    """
+    g = cfg.gm_burst_granule_bytes
+    moved = -(-nbytes // g) * g
+    eff = 1.0 if gm_addr % cfg.gm_efficient_align_bytes == 0 else cfg.gm_unaligned_efficiency
+    return cfg.gm_burst_overhead_cycles + moved / (rate * eff)
+
+
+def gm_dma_cycles(cfg: HardwareConfig, bursts, rate: float) -> float:
+    """Cycles of one GM DMA instruction (MTE2 GM->UB/L1, MTE3 UB->GM, FIX L0C->GM):
+
+    ``gm_startup_cycles + sum(gm_burst_cycles(b) for b in bursts)``. ``bursts`` is an iterable of
+    ``(gm_byte_address, nbytes)``; a strided copy has one burst per block, so short blocks pay the
+    per-burst overhead and the 32 B granule many times. ``rate`` is :meth:`HardwareConfig.gm_rate`,
+    capped by the path's own port where that is slower.
+    """
+    return cfg.gm_startup_cycles + sum(gm_burst_cycles(cfg, a, n, rate) for a, n in bursts)
+
+
+def gm_dma_cycles_uniform(cfg: HardwareConfig, first_addr: int, count: int, nbytes: int,
+                          stride_bytes: int, rate: float) -> float:
+    """:func:`gm_dma_cycles` for ``count`` bursts of ``nbytes`` each, ``stride_bytes`` apart (the usual
+    strided copy), computed without a Python loop over the bursts. Same formula."""
+    if count <= 0:
+        return float(cfg.gm_startup_cycles)
+    align = cfg.gm_efficient_align_bytes
+    if stride_bytes % align == 0 or count == 1:
+        n_aligned = count if first_addr % align == 0 else 0
+    else:
+        # addresses first + i*stride (mod align) cycle with period align / gcd(stride, align)
+        period = align // math.gcd(stride_bytes % align, align)
+        hits = sum(1 for i in range(min(period, count)) if (first_addr + i * stride_bytes) % align == 0)
+        full, rest = divmod(count, period)
+        n_aligned = hits * full + sum(1 for i in range(rest) if (first_addr + i * stride_bytes) % align == 0)
+    g = cfg.gm_burst_granule_bytes
+    moved = -(-nbytes // g) * g
+    per_aligned = cfg.gm_burst_overhead_cycles + moved / rate
+    per_unaligned = cfg.gm_burst_overhead_cycles + moved / (rate * cfg.gm_unaligned_efficiency)
+    return cfg.gm_startup_cycles + n_aligned * per_aligned + (count - n_aligned) * per_unaligned
+
+
+def onchip_cycles(cfg: HardwareConfig, nbytes: int, rate: float) -> float:
+    """Cycles of an on-chip move (MTE1 L1->L0A/L0B/UB, Fixpipe L0C->L1, L0C->UB):
+    ``onchip_startup_cycles + nbytes / rate`` with the path's rate from ``HardwareConfig`` [S6]."""
+    return cfg.onchip_startup_cycles + nbytes / rate
+
+
+def cube_cycles(cfg: HardwareConfig, m: int, n: int, k: int, in_dtype: str) -> float:
+    """Cycles of one Mmad: ``cube_startup_cycles + M' * N' * K' / cube_macs_per_cycle[dtype]``.
+
+    M', N' are m, n rounded up to 16 and K' is k rounded up to K0 = 32 B / element size: the Cube works
+    on whole fractals, so padding costs time [S1, S5: 16x16x16 fp16 per cycle, 16x32x16 int8, fp32 1/4].
+    """
+    k0 = 32 // _ITEMSIZE[in_dtype]
+    padded = _ceil_to(m, 16) * _ceil_to(n, 16) * _ceil_to(k, k0)
+    return cfg.cube_startup_cycles + padded / cfg.cube_macs_per_cycle[in_dtype]
+
+
+def vector_cycles(cfg: HardwareConfig, count: int, itemsize: int, complex_op: bool = False) -> float:
+    """Cycles of one vector instruction over ``count`` elements:
+
+    ``vector_startup_cycles + repeats`` with ``repeats = ceil(count * itemsize / 256)`` (one 256 B
+    repeat per cycle [S2]; ``itemsize`` is the widest operand). Complex ops (exp, ln, sqrt, div,
+    reciprocal) take ``vector_complex_cycles_per_repeat * ceil(count / 64)`` instead, the same for fp16
+    and fp32 [S2: Exp costs the same in half and float on A2].
+    """
+    if complex_op:
+        return cfg.vector_startup_cycles + cfg.vector_complex_cycles_per_repeat * -(-count // 64)
+    return cfg.vector_startup_cycles + -(-count * itemsize // cfg.vector_bytes_per_cycle)
+
+
+def reduce_cycles(cfg: HardwareConfig, count: int, itemsize: int) -> float:
+    """Cycles of ReduceMax/ReduceSum over ``count`` elements: a pass over the data, then a tree over the
+    per-repeat partials: ``vector_startup_cycles + repeats + ceil(log2(repeats)) + lanes_log``, where
+    ``repeats = ceil(count * itemsize / 256)`` and ``lanes_log = log2(256 / itemsize)`` (the last
+    repeat folds its lanes). Chosen: the reduction algorithm of the hardware is not public."""
+    repeats = -(-count * itemsize // cfg.vector_bytes_per_cycle)
+    tree = math.ceil(math.log2(repeats)) if repeats > 1 else 0
+    lanes = int(math.log2(cfg.vector_bytes_per_cycle // itemsize))
+    return cfg.vector_startup_cycles + repeats + tree + lanes
+
+
+def scalar_issue_cycles(cfg: HardwareConfig) -> float:
+    """Scalar cycles to issue one instruction of any pipe: ``scalar_issue_cycles`` (chosen)."""
+    return cfg.scalar_issue_cycles
+
+
+def scalar_access_cycles(cfg: HardwareConfig) -> float:
+    """A GetValue/SetValue through the scalar unit's data cache: ``scalar_access_cycles`` (chosen)."""
+    return cfg.scalar_access_cycles
+
+
+def _ceil_to(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "int32": 4, "uint8": 1, "int16": 2}

@@ -1,0 +1,88 @@
+"""Exceptions the simulator raises, one class per kind of mistake real hardware punishes.
+
+Messages follow msSanitizer's spirit: what went wrong, where (buffer or position, address range, pipes,
+block), the learner's source line, and a hint saying what to change.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+
+class NpuSimError(Exception):
+    """Base class of every npusim error."""
+
+
+class UsageError(NpuSimError, ValueError):
+    """An API called with arguments it cannot accept (a count <= 0, a tensor at the wrong position...)."""
+
+
+class SanitizerError(NpuSimError):
+    """A mistake the sanitizer caught. ``sanitize="warn"`` turns the recoverable ones into warnings."""
+
+    recoverable = True
+
+    def __init__(self, message: str, *, hint: str = "", where: str = "", **facts):
+        self.facts = facts
+        self.hint = hint
+        self.where = where
+        text = message
+        if where:
+            text += f"\n  at {where}"
+        if hint:
+            text += f"\n  hint: {hint}"
+        super().__init__(text)
+
+
+class CapacityError(SanitizerError):
+    """An on-chip buffer (UB, L1, L0A, L0B, L0C) or the buffer count of a TPipe would overflow."""
+
+    recoverable = False
+
+
+class AlignmentError(SanitizerError):
+    """An address or a length breaks the alignment rule of its memory or instruction."""
+
+
+class OutOfBoundsError(SanitizerError):
+    """An access beyond the end of a GM tensor or of a local tensor."""
+
+    recoverable = False
+
+
+class TensorStateError(SanitizerError):
+    """A local tensor used after free_tensor, before deque, or freed twice."""
+
+    recoverable = False
+
+
+class QueueError(SanitizerError):
+    """More tensors allocated or enqueued than a queue holds, or a deque from an empty queue."""
+
+    recoverable = False
+
+
+class RaceError(SanitizerError):
+    """Two pipes (or cores) touch the same bytes and no queue, flag or barrier orders them."""
+
+
+class SyncError(SanitizerError):
+    """Unpaired set_flag/wait_flag, a bad event id, or a flag set twice."""
+
+
+class DtypeError(SanitizerError, TypeError):
+    """A dtype or dtype pair the chosen hardware does not support (e.g. fp32 on the 910 Cube)."""
+
+    recoverable = False
+
+
+class SanitizerWarning(UserWarning):
+    """A sanitizer finding reported as a warning (``sanitize="warn"``)."""
+
+
+def report(exc: SanitizerError, mode: str) -> None:
+    """Raise ``exc`` (mode "error"), or warn about it when it is recoverable and mode is "warn"."""
+    if mode == "error" or not exc.recoverable:
+        raise exc
+    if mode == "warn":
+        warnings.warn(f"{type(exc).__name__}: {exc}", SanitizerWarning, stacklevel=4)

@@ -1,0 +1,86 @@
+"""Mmad on the Cube: C (L0C, NZ) [+]= A (L0A, ZZ) x B (L0B, ZN)."""
+
+from __future__ import annotations
+
+from .. import costs, numerics
+from ..dtypes import NAMES
+from ..core import current
+from ..errors import DtypeError, OutOfBoundsError, UsageError
+from ..params import MmadParams
+from ..pipes import Pipe
+from ..sanitizer import call_site, format_site
+from ._access import check_align, local, touch
+
+M = int(Pipe.M)
+
+_ACC = {"float16": "float32", "bfloat16": "float32", "float32": "float32", "int8": "int32"}
+
+
+def mmad(dst, a, b, params: MmadParams | None = None, *, m: int | None = None, n: int | None = None,
+         k: int | None = None, accumulate: bool = False) -> None:
+    """Mmad: ``dst[m, n] = a[m, k] @ b[k, n]`` (or ``+=`` with ``accumulate=True`` /
+    ``MmadParams(cmatrix_init_val=False)``).
+
+    Layouts: ``a`` in L0A as ZZ fractals (M1, K1, 16, K0), ``b`` in L0B as ZN (K1, N1, 16, K0), ``dst`` in
+    L0C as NZ (N1, M1, 16, 16). Type pairs: fp16/bf16 -> fp32, int8 -> int32, fp32 -> fp32 (A2 only), and
+    fp16 -> fp16 where the preset allows fp16 accumulation (910; a teaching option on A2).
+    """
+    core = current()
+    site = call_site()
+    op = "mmad"
+    if params is not None:
+        m, n, k, accumulate = params.m, params.n, params.k, not params.cmatrix_init_val
+    if None in (m, n, k):
+        raise UsageError(f"{op}: give MmadParams(m, n, k) or m=, n=, k=")
+    for name, v in (("m", m), ("n", n), ("k", k)):
+        if not (1 <= v <= 4095):
+            raise UsageError(f"{op}: {name}={v}; each of m, n, k must be in 1..4095")
+    local(dst, op, "destination", ("L0C",))
+    local(a, op, "a", ("L0A",))
+    local(b, op, "b", ("L0B",))
+    cfg = core.cfg
+    ind = NAMES[a.dtype]
+    if b.dtype != a.dtype:
+        raise DtypeError(f"{op}: a is {ind} but b is {b.dtype.name}; the Cube multiplies equal types",
+                         where=format_site(site))
+    if ind not in cfg.cube_macs_per_cycle:
+        raise DtypeError(f"{op}: the '{cfg.name}' Cube does not take {ind} inputs (it takes "
+                         f"{', '.join(cfg.cube_macs_per_cycle)})",
+                         hint="cast the inputs to float16 first" if ind == "float32" else "",
+                         where=format_site(site))
+    acc = NAMES[dst.dtype]
+    fp16_acc = ind == "float16" and acc == "float16"
+    if acc != _ACC.get(ind) and not fp16_acc:
+        raise DtypeError(f"{op}: {ind} inputs accumulate into {_ACC.get(ind)}, not {acc}",
+                         where=format_site(site))
+    if fp16_acc and not cfg.cube_fp16_accumulate:
+        raise DtypeError(f"{op}: fp16 -> fp16 accumulation is not supported on '{cfg.name}' (A2 accumulates "
+                         f"in fp32)",
+                         hint="use a float32 L0C tensor; to demonstrate fp16 accumulation use the 'classic' "
+                              "preset or config.replace(cube_fp16_accumulate=True)", where=format_site(site))
+    check_align(core, dst, cfg.l0c_align_bytes, op, site)
+    check_align(core, a, cfg.l0ab_align_bytes, op, site)
+    check_align(core, b, cfg.l0ab_align_bytes, op, site)
+    k0 = 32 // a.dtype.itemsize
+    m1, n1, k1 = -(-m // 16), -(-n // 16), -(-k // k0)
+    need = ((a, m1 * k1 * 16 * k0), (b, k1 * n1 * 16 * k0), (dst, m1 * n1 * 256))
+    for t, cnt in need:
+        t.check_usable(op, site)
+        if cnt > t.size:
+            raise OutOfBoundsError(f"{op}: m={m}, n={n}, k={k} needs {cnt} elements in {t.name} "
+                                   f"({t.position.name}) but it holds {t.size}",
+                                   hint="sizes are rounded up to whole fractals (16 x K0)",
+                                   where=format_site(site), tensor=t.name)
+    if core.check:
+        vc = core.epoch(M)
+        touch(core, a, 0, m1 * k1 * 16 * k0, False, M, vc, site, op)
+        touch(core, b, 0, k1 * n1 * 16 * k0, False, M, vc, site, op)
+        touch(core, dst, 0, m1 * n1 * 256, True, M, vc, site, op)  # (only M writes L0C: no read check)
+    numerics.mmad(dst.view()[:m1 * n1 * 256].reshape(n1, m1, 16, 16),
+                  a.view()[:m1 * k1 * 16 * k0].reshape(m1, k1, 16, k0),
+                  b.view()[:k1 * n1 * 16 * k0].reshape(k1, n1, 16, k0), k, accumulate)
+    core.issue(M, costs.cube_cycles(cfg, m, n, k, ind), op, 0, site)
+    macs = m * n * k
+    core.cube_macs += macs
+    core.cube_ideal_cycles += macs / cfg.cube_macs_per_cycle[ind]
+    core.cube_peak_dtype = core.cube_peak_dtype or ind

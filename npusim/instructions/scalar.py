@@ -1,0 +1,62 @@
+"""GetValue/SetValue: one element read or written by the scalar unit (PIPE_S).
+
+The scalar unit reaches UB and GM through its data cache; data written by another pipe needs a flag
+(e.g. HardEvent.V_S) before the scalar may read it, and the other way round (S_V, S_MTE3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import costs
+from ..core import current
+from ..errors import UsageError
+from ..sanitizer import call_site
+from ..tensor import GlobalTensor
+from ._access import touch
+
+S = 0
+
+
+def _check(t, index: int, op: str, site) -> int:
+    if not isinstance(index, (int, np.integer)):
+        raise UsageError(f"{op}: index must be an int, not {type(index).__name__}")
+    index = int(index)
+    if isinstance(t, GlobalTensor):
+        t.check_range(index, 1, op, site)
+    else:
+        if t.slot.memory.name != "UB":
+            raise UsageError(f"{op}: the scalar unit reaches UB and GM, not {t.slot.memory.name}")
+        t.check_usable(op, site, index, 1)
+    return index
+
+
+def _arr(t):
+    return t.buf.flat[t.offset:t.offset + t.size] if isinstance(t, GlobalTensor) else t.view()
+
+
+def scalar_get(t, index: int):
+    core = current()
+    site = call_site()
+    index = _check(t, index, "get_value", site)
+    if core.check:
+        vc = core.epoch(S)
+        touch(core, t, index, 1, False, S, vc, site, "get_value")
+        # the value is in a register before the scalar unit issues anything else: every later instruction,
+        # on any pipe, comes after this read (a scalar *write* may linger in the cache: that needs a flag)
+        e = vc[S]
+        for p_vc in core.vc:
+            if p_vc[S] < e:
+                p_vc[S] = e
+    core.scalar_op(costs.scalar_access_cycles(core.cfg), "get_value", site)
+    return _arr(t)[index].item() if t.dtype.kind != "V" else float(_arr(t)[index])
+
+
+def scalar_set(t, index: int, value) -> None:
+    core = current()
+    site = call_site()
+    index = _check(t, index, "set_value", site)
+    if core.check:
+        touch(core, t, index, 1, True, S, core.epoch(S), site, "set_value")
+    core.scalar_op(costs.scalar_access_cycles(core.cfg), "set_value", site)
+    _arr(t)[index] = np.asarray(value).astype(t.dtype)

@@ -1,0 +1,274 @@
+"""TPipe, TQue and TBuf: on-chip memory management whose queue calls carry the synchronisation [S3].
+
+- ``TPipe.init_buffer(que, num, length)`` reserves ``num`` blocks of ``length`` bytes (rounded up to 32 B);
+  ``num=2`` is double buffering.
+- ``alloc_tensor`` takes a free block; the producer pipe waits until the block's previous consumer freed
+  it (that guards against overwriting data still being read).
+- ``enque`` marks the data ready (a set_flag from the producer pipe); ``deque`` makes the consumer pipe
+  wait for it; ``free_tensor`` releases the block (a set_flag from the consumer pipe).
+- ``TBuf`` is scratch memory that cannot be queued: ordering accesses to it is up to the kernel.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import deque as _deque
+
+from . import dtypes
+from .core import current
+from .errors import CapacityError, QueueError, TensorStateError, UsageError, report
+from .pipes import Pipe, TPosition, queue_pipes
+from .sanitizer import call_site, caller_site, format_site
+from .tensor import LocalTensor, Slot
+
+
+def _align_for(cfg, memory: str) -> int:
+    return {"UB": cfg.ub_align_bytes, "L1": cfg.l1_align_bytes, "L0A": cfg.l0ab_align_bytes,
+            "L0B": cfg.l0ab_align_bytes, "L0C": cfg.l0c_align_bytes}[memory]
+
+
+def _guess_name(obj, frame) -> str | None:
+    """The variable or attribute name the kernel gave ``obj`` (for readable messages)."""
+    while frame is not None:
+        for k, v in frame.f_locals.items():
+            if v is obj:
+                return k
+            if k == "self" and hasattr(v, "__dict__"):
+                for a, w in vars(v).items():
+                    if w is obj:
+                        return a
+        frame = frame.f_back
+        if frame is not None and frame.f_code.co_name == "launch":
+            break
+    return None
+
+
+class TPipe:
+    """Owns the on-chip memory of a kernel; one per kernel (TPipe)."""
+
+    def __init__(self) -> None:
+        self.core = current()
+
+    def init_buffer(self, target: "TQue | TBuf", num: int = 1, length: int | None = None) -> None:
+        """Reserve memory for a queue (``init_buffer(que, num, length)``) or a TBuf
+        (``init_buffer(buf, length)``). ``length`` is in bytes per block, rounded up to 32 B."""
+        if isinstance(target, TBuf):
+            length, num = (num if length is None else length), 1
+        elif not isinstance(target, TQue):
+            raise UsageError(f"init_buffer needs a TQue, TQueBind or TBuf, not {type(target).__name__}")
+        if length is None:
+            raise UsageError("init_buffer(que, num, length): give the length of each buffer in bytes")
+        if not isinstance(num, int) or num < 1:
+            raise UsageError(f"init_buffer: num must be a positive int, got {num!r}")
+        if not isinstance(length, int) or length < 1:
+            raise UsageError(f"init_buffer: length must be a positive int of bytes, got {length!r}")
+        if target.slots:
+            raise UsageError(f"init_buffer called twice for {target.name or 'the same queue'}")
+        core = self.core
+        if core.n_buffers + num > core.cfg.max_buffers:
+            raise CapacityError(f"too many buffers: a TPipe holds at most {core.cfg.max_buffers}, this "
+                                f"init_buffer would make {core.n_buffers + num}",
+                                hint="share buffers between stages or use fewer queues",
+                                where=format_site(call_site()))
+        target.name = target.name or _guess_name(target, sys._getframe(1)) or f"{target.position.name}_{len(core.queues)}"
+        target._attach(core)
+        mem = core.memory(target.position.memory)
+        length = -(-length // 32) * 32
+        align = _align_for(core.cfg, mem.name)
+        for i in range(num):
+            label = f"'{target.name}'[{i}]" if num > 1 else f"'{target.name}'"
+            addr = mem.allocate(length, align, f"{target.position.name} buffer {label}")
+            target._add_slot(Slot(mem, addr, length, label, target))
+        core.n_buffers += num
+
+
+class TQue:
+    """A FIFO of tensors between two pipes at one position, e.g. ``TQue(TPosition.VECIN)``.
+
+    ``depth`` is how many tensors may be enqueued at once (default: as many as there are buffers).
+    """
+
+    def __init__(self, position: TPosition, depth: int | None = None, *, name: str | None = None):
+        self.position = TPosition(position)
+        self.dst_position: TPosition | None = None
+        self.depth = depth
+        self.name = name
+        self.slots: list[Slot] = []
+        self._free: _deque = _deque()
+        self._queued: _deque = _deque()
+        self.core = None
+        self.producer = self.consumer = None
+
+    def _attach(self, core) -> None:
+        self.core = core
+        p, c = queue_pipes(self.position, self.dst_position, core.cfg.has_fixpipe)
+        self.producer, self.consumer = int(p), int(c)
+        core.queues.append(self)
+
+    def _add_slot(self, slot: Slot) -> None:
+        self.slots.append(slot)
+        self._free.append(slot)
+
+    def _need_init(self, what: str):
+        if self.core is None:
+            raise UsageError(f"{what} on a queue without memory: call pipe.init_buffer(queue, num, length) first")
+        return self.core
+
+    def alloc_tensor(self, dtype) -> LocalTensor:
+        """Take a free buffer as a tensor of ``dtype`` (AllocTensor<T>). Its contents are undefined."""
+        core = self._need_init("alloc_tensor")
+        d = dtypes.as_dtype(dtype)
+        if not self._free:
+            site = call_site()
+            held = ", ".join(f"{s.label} ({s.state} at {format_site(s.site) if s.site else '?'})"
+                             for s in self.slots)
+            raise QueueError(
+                f"alloc_tensor on '{self.name}' ({self.position.name}) but all {len(self.slots)} buffer(s) "
+                f"are in use: {held}",
+                hint="free_tensor() each tensor when you are done with it; a queue with num=N buffers "
+                     "holds at most N tensors at once",
+                where=format_site(site), queue=self.name)
+        slot = self._free.popleft()
+        slot.state = Slot.ALLOCATED
+        slot.site = caller_site()
+        core.scalar_t += core.cfg.scalar_issue_cycles
+        core.busy[0] += core.cfg.scalar_issue_cycles
+        # the producer waits until the last consumer of this block released it
+        core.wait_until(self.producer, slot.free_t, slot.free_vc)
+        slot.live_since = max(core.pipe_free[self.producer], core.pipe_ready[self.producer])
+        core.occupancy.append((slot.live_since, slot.memory.name, slot.nbytes))
+        return LocalTensor(slot, slot.addr, slot.nbytes // d.itemsize, d, self.position)
+
+    def enque(self, tensor: LocalTensor) -> bool:
+        """Hand a filled tensor to the consumer (EnQue: a set_flag from the producer pipe)."""
+        core = self._need_init("enque")
+        slot = self._own(tensor, "enque")
+        if slot.state != Slot.ALLOCATED:
+            raise TensorStateError(f"enque({slot.label}) but it is {slot.state}; only a tensor from "
+                                   f"alloc_tensor() can be enqueued",
+                                   hint="alloc_tensor -> write -> enque -> deque -> read -> free_tensor",
+                                   where=format_site(call_site()))
+        depth = self.depth or len(self.slots)
+        if len(self._queued) >= depth:
+            raise QueueError(f"enque on '{self.name}' but it already holds {depth} tensor(s) (depth={depth})",
+                             hint="deque before enqueuing more, or create the TQue with a larger depth",
+                             where=format_site(call_site()))
+        core.scalar_t += core.cfg.scalar_issue_cycles
+        core.busy[0] += core.cfg.scalar_issue_cycles
+        slot.state = Slot.QUEUED
+        slot.site = caller_site()
+        slot.ready_t = core.fire_time(self.producer)
+        slot.ready_vc = list(core.vc[self.producer]) if core.check else None
+        self._queued.append((slot, tensor.dtype, tensor.size, tensor.addr))
+        return True
+
+    def deque(self) -> LocalTensor:
+        """Take the oldest enqueued tensor (DeQue: the consumer pipe waits until its data is ready)."""
+        core = self._need_init("deque")
+        if not self._queued:
+            raise QueueError(f"deque() on '{self.name}' ({self.position.name}) but nothing is enqueued: on "
+                             f"hardware {Pipe(self.consumer).label} would wait forever",
+                             hint="enque a tensor before deque(), one deque per enque",
+                             where=format_site(call_site()))
+        slot, dtype, size, addr = self._queued.popleft()
+        core.scalar_t += core.cfg.scalar_issue_cycles
+        core.busy[0] += core.cfg.scalar_issue_cycles
+        slot.state = Slot.DEQUEUED
+        slot.site = caller_site()
+        core.wait_until(self.consumer, slot.ready_t, slot.ready_vc)
+        return LocalTensor(slot, addr, size, dtype, self.position)
+
+    # Ascend C spellings
+    EnQue = enque
+    DeQue = deque
+
+    def free_tensor(self, tensor: LocalTensor) -> None:
+        """Release the tensor's buffer for the next alloc_tensor (FreeTensor: a set_flag from the consumer)."""
+        core = self._need_init("free_tensor")
+        slot = self._own(tensor, "free_tensor")
+        if slot.state == Slot.QUEUED:
+            raise TensorStateError(f"free_tensor({slot.label}) while it is enqueued",
+                                   hint="deque() it first", where=format_site(call_site()))
+        pipe = self.consumer if slot.state == Slot.DEQUEUED else self.producer
+        core.scalar_t += core.cfg.scalar_issue_cycles
+        core.busy[0] += core.cfg.scalar_issue_cycles
+        slot.free_t = core.fire_time(pipe)
+        slot.free_vc = list(core.vc[pipe]) if core.check else None
+        slot.state = Slot.FREE
+        slot.site = caller_site()
+        slot.gen += 1
+        core.occupancy.append((slot.free_t, slot.memory.name, -slot.nbytes))
+        self._free.append(slot)
+
+    def vacant(self) -> bool:
+        """True when alloc_tensor would succeed (VacantInQue)."""
+        return bool(self._free)
+
+    def _own(self, tensor, op) -> Slot:
+        if not isinstance(tensor, LocalTensor):
+            raise UsageError(f"{op} needs a LocalTensor from this queue, not {type(tensor).__name__}")
+        slot = tensor.slot
+        if slot.owner is not self:
+            raise UsageError(f"{op}: tensor {slot.label} belongs to '{slot.owner.name}', not to '{self.name}'")
+        if slot.gen != tensor.gen:
+            raise TensorStateError(f"{op}({slot.label}) on a tensor that was already freed",
+                                   hint="each tensor is freed exactly once",
+                                   where=format_site(call_site()))
+        return slot
+
+    def _check_at_end(self) -> None:
+        for slot in self.slots:
+            if slot.state in (Slot.ALLOCATED, Slot.QUEUED, Slot.DEQUEUED):
+                report(QueueError(
+                    f"kernel ended with {slot.label} of '{self.name}' still {slot.state} (taken at "
+                    f"{format_site(slot.site)}): its data was never consumed or its buffer never freed",
+                    hint="every alloc_tensor needs an enque/deque pair and a free_tensor",
+                    where=format_site(slot.site)), self.core.mode)
+
+
+class TQueBind(TQue):
+    """A queue whose buffers move between two positions, e.g. ``TQueBind(VECIN, VECOUT)`` for a copy
+    that goes GM -> UB -> GM without computing (MTE2 produces, MTE3 consumes)."""
+
+    def __init__(self, src: TPosition, dst: TPosition, depth: int | None = None, *, name: str | None = None):
+        super().__init__(src, depth, name=name)
+        self.dst_position = TPosition(dst)
+
+
+class TBuf:
+    """Scratch memory at a position (usually VECCALC) that cannot be enqueued (TBuf)."""
+
+    def __init__(self, position: TPosition = TPosition.VECCALC, *, name: str | None = None):
+        self.position = TPosition(position)
+        self.name = name
+        self.slots: list[Slot] = []
+        self.core = None
+
+    def _attach(self, core) -> None:
+        self.core = core
+
+    def _add_slot(self, slot: Slot) -> None:
+        slot.state = Slot.SCRATCH
+        self.slots.append(slot)
+
+    def get(self, dtype, count: int | None = None) -> LocalTensor:
+        """The buffer (or its first ``count`` elements) as a tensor of ``dtype`` (Get<T>)."""
+        if not self.slots:
+            raise UsageError("TBuf.get before pipe.init_buffer(buf, length)")
+        d = dtypes.as_dtype(dtype)
+        slot = self.slots[0]
+        n = slot.nbytes // d.itemsize
+        if count is not None:
+            if count > n:
+                raise CapacityError(f"TBuf '{self.name}'.get({d.name}, {count}) but it holds only {n} "
+                                    f"{d.name} elements ({slot.nbytes} B)",
+                                    hint="give init_buffer a larger length", where=format_site(call_site()))
+            n = count
+        return LocalTensor(slot, slot.addr, n, d, self.position)
+
+    def get_with_offset(self, dtype, count: int, offset_bytes: int) -> LocalTensor:
+        """``count`` elements of ``dtype`` starting ``offset_bytes`` into the buffer (GetWithOffset)."""
+        t = self.get(dtypes.as_dtype(dtype))
+        if offset_bytes % t.dtype.itemsize:
+            raise UsageError("get_with_offset: offset must be a multiple of the element size")
+        return t[offset_bytes // t.dtype.itemsize: offset_bytes // t.dtype.itemsize + count]

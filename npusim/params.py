@@ -1,0 +1,134 @@
+"""Parameter records of the instructions, named after their Ascend C structs (snake_case fields)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DataCopyParams:
+    """Blocked DataCopy between GM and UB/L1: ``block_count`` blocks of ``block_len`` 32 B units; the
+    gaps between consecutive blocks are ``src_stride`` / ``dst_stride`` 32 B units [S2 DataCopy]."""
+
+    block_count: int = 1
+    block_len: int = 1
+    src_stride: int = 0
+    dst_stride: int = 0
+
+
+@dataclass(frozen=True)
+class DataCopyExtParams:
+    """DataCopyPad: ``block_count`` blocks of ``block_len`` BYTES. The GM-side gap is in bytes, the UB-side
+    gap in 32 B blocks (so ``src_stride`` is bytes when copying GM->UB, blocks when UB->GM) [S2]."""
+
+    block_count: int = 1
+    block_len: int = 0
+    src_stride: int = 0
+    dst_stride: int = 0
+
+
+@dataclass(frozen=True)
+class DataCopyPadExtParams:
+    """Padding of each UB block in DataCopyPad GM->UB: ``left_padding``/``right_padding`` elements (each
+    <= 32 B) and the rest of the 32 B block; filled with ``padding_value`` when ``is_pad`` [S2]."""
+
+    is_pad: bool = False
+    left_padding: int = 0
+    right_padding: int = 0
+    padding_value: float = 0
+
+
+@dataclass(frozen=True)
+class Nd2NzParams:
+    """DataCopy GM->L1 that turns an ND matrix of ``n_value`` rows x ``d_value`` columns into NZ fractals.
+
+    ``src_d_value``: elements between row starts in GM (default ``d_value``). ``dst_nz_c0_stride``: rows
+    between consecutive C0-column blocks in L1 (default ``n_value`` rounded up to 16). The padding of the
+    last fractal row and C0 column is zero-filled. ``nd_num`` matrices, ``src_nd_matrix_stride`` elements
+    apart in GM and ``dst_nz_matrix_stride`` elements apart in L1 [S2, S3 "FRACTAL_NZ"].
+    """
+
+    n_value: int
+    d_value: int
+    src_d_value: int | None = None
+    dst_nz_c0_stride: int | None = None
+    nd_num: int = 1
+    src_nd_matrix_stride: int = 0
+    dst_nz_matrix_stride: int = 0
+
+
+@dataclass(frozen=True)
+class LoadData2DParams:
+    """LoadData L1->L0A/L0B: ``repeat_times`` 512 B fractals, the i-th read from fractal
+    ``start_index + i * src_stride`` of the source and written ``dst_gap`` fractals apart (plus itself).
+    ``if_transpose`` transposes each 16x16 fractal (fp16/bf16), giving L0B its ZN layout [S2 LoadData]."""
+
+    start_index: int = 0
+    repeat_times: int = 1
+    src_stride: int = 1
+    dst_gap: int = 0
+    if_transpose: bool = False
+
+
+@dataclass(frozen=True)
+class LoadData3DParams:
+    """LoadData 3D (img2col) from an NC1HWC0 feature map in L1 (one image: C1 x H x W x C0) into L0A.
+
+    The im2col matrix has one row per output position (``m = ho * Wo + wo``) and one column per
+    ``k = ((c1 * kh + i) * kw + j) * C0 + c0``, the order of FRACTAL_Z weights. This loads rows
+    ``[m_start, m_start + m_extension)`` and columns ``[k_start, k_start + k_extension)`` (multiples of
+    16 and C0) as ZZ fractals. Windows outside the image read ``pad_value`` [S2 LoadData_3D].
+    """
+
+    l1_h: int
+    l1_w: int
+    channel_size: int
+    kh: int
+    kw: int
+    m_extension: int
+    k_extension: int
+    m_start: int = 0
+    k_start: int = 0
+    stride_h: int = 1
+    stride_w: int = 1
+    dilation_h: int = 1
+    dilation_w: int = 1
+    pad_top: int = 0
+    pad_bottom: int = 0
+    pad_left: int = 0
+    pad_right: int = 0
+    pad_value: float = 0
+
+    @property
+    def out_h(self) -> int:
+        return (self.l1_h + self.pad_top + self.pad_bottom - self.dilation_h * (self.kh - 1) - 1) // self.stride_h + 1
+
+    @property
+    def out_w(self) -> int:
+        return (self.l1_w + self.pad_left + self.pad_right - self.dilation_w * (self.kw - 1) - 1) // self.stride_w + 1
+
+
+@dataclass(frozen=True)
+class MmadParams:
+    """Mmad sizes in elements (each <= 4095) and whether C starts from zero (``cmatrix_init_val``) or
+    accumulates onto what L0C holds [S2 Mmad]."""
+
+    m: int
+    n: int
+    k: int
+    cmatrix_init_val: bool = True
+
+
+@dataclass(frozen=True)
+class FixpipeParams:
+    """Fixpipe L0C (NZ) -> GM (ND): an ``m`` x ``n`` result, ``src_stride`` = rows of the NZ source
+    (default ``m`` rounded up to 16), ``dst_stride`` = elements between row starts in GM (default ``n``).
+    On the way: ``deq_scale`` (a float, or an L1 float32 tensor of ``n`` per-channel scales) for int32
+    results, a cast to the destination dtype (round to nearest even), then ``relu`` [S1 Fixpipe]."""
+
+    m: int
+    n: int
+    src_stride: int | None = None
+    dst_stride: int | None = None
+    relu: bool = False
+    deq_scale: object = None

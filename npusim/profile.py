@@ -1,0 +1,251 @@
+"""The profile of one launch, and every metric npusim prints, each defined once with its formula.
+
+Names follow msprof where it has one (PipeUtilization's ``cube``, ``vec``, ``scalar``, ``mte1``, ``mte2``,
+``mte3``, ``fixp`` ratios; ``aic_mac_ratio``) [S12]. "Active cores" = ``min(block_dim, num_cores)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cached_property
+from typing import NamedTuple
+
+from .config import HardwareConfig
+from .pipes import PIPE_ORDER, Pipe
+
+#: Data paths and the pipe that carries each.
+PATHS = {
+    "GM->UB": Pipe.MTE2, "GM->L1": Pipe.MTE2, "L1->L0A": Pipe.MTE1, "L1->L0B": Pipe.MTE1,
+    "L1->UB": Pipe.MTE1, "L0C->GM": Pipe.FIX, "L0C->UB": Pipe.V, "UB->GM": Pipe.MTE3, "UB->UB": Pipe.V,
+}
+
+
+class Instr(NamedTuple):
+    """One executed instruction on the timeline (cycles from the launch start)."""
+
+    block: int
+    pipe: Pipe
+    start: float
+    end: float
+    op: str
+    nbytes: int
+    file: str
+    line: int
+
+
+@dataclasses.dataclass
+class Profile:
+    """What one launch did and how long it took. Build it with :func:`npusim.launch`."""
+
+    kernel: str
+    config: HardwareConfig
+    block_dim: int
+    total_cycles: float
+    block_end_cycles: list[float]
+    pipe_busy_cycles: dict[str, float]
+    path_bytes: dict[str, int]
+    cube_macs: int
+    cube_ideal_cycles: float
+    cube_dtype: str | None
+    vector_ops: int
+    vector_ideal_cycles: float
+    raw_records: list[tuple] = dataclasses.field(repr=False, default_factory=list)
+    occupancy_events: list[tuple] = dataclasses.field(repr=False, default_factory=list)
+    reserved_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    # --- time -------------------------------------------------------------------------------------
+    @property
+    def active_cores(self) -> int:
+        """Cores that ran blocks: ``min(block_dim, config.num_cores)``."""
+        return min(self.block_dim, self.config.num_cores)
+
+    @property
+    def time_us(self) -> float:
+        """Kernel time in microseconds: ``total_cycles / (clock_ghz * 1000)``. Excludes launch overhead."""
+        return self.config.cycles_to_us(self.total_cycles)
+
+    # --- pipes ------------------------------------------------------------------------------------
+    @property
+    def pipe_ratio(self) -> dict[str, float]:
+        """Busy ratio per pipe (msprof's ``*_ratio``): ``busy cycles summed over blocks /
+        (active_cores * total_cycles)``, in [0, 1]."""
+        denom = self.active_cores * self.total_cycles or 1.0
+        return {k: v / denom for k, v in self.pipe_busy_cycles.items()}
+
+    @property
+    def critical_pipe(self) -> str:
+        """The pipe with the largest busy ratio (the one to speed up first); ``scalar`` only if alone."""
+        busy = {k: v for k, v in self.pipe_busy_cycles.items() if k != "scalar" and v > 0}
+        if not busy:
+            return "scalar"
+        return max(busy, key=busy.get)
+
+    # --- Cube -------------------------------------------------------------------------------------
+    @property
+    def mac_utilization(self) -> float:
+        """Cube MAC utilization (msprof ``aic_mac_ratio`` counts busy cycles; this counts useful work):
+        ``sum(m*n*k / peak MACs per cycle of the input dtype) / (active_cores * total_cycles)``.
+        Padding to whole fractals and idle cycles both lower it."""
+        denom = self.active_cores * self.total_cycles or 1.0
+        return self.cube_ideal_cycles / denom
+
+    @property
+    def flops(self) -> float:
+        """Useful floating-point (or integer) operations: ``2 * cube MACs + vector element operations``."""
+        return 2.0 * self.cube_macs + self.vector_ops
+
+    # --- memory -----------------------------------------------------------------------------------
+    @property
+    def gm_bytes(self) -> int:
+        """Bytes moved to or from GM (all paths that start or end at GM)."""
+        return sum(v for k, v in self.path_bytes.items() if "GM" in k)
+
+    def path_peak_bytes_per_cycle(self, path: str) -> float:
+        """Peak of a path for the whole launch: ``rate * active_cores``; GM paths use
+        :meth:`HardwareConfig.gm_rate` (port capped by the chip's GM share)."""
+        cfg = self.config
+        n = self.active_cores
+        if "GM" in path:
+            return cfg.gm_rate(n) * n
+        rate = {"L1->L0A": cfg.l1_to_l0a_bytes_per_cycle, "L1->L0B": cfg.l1_to_l0b_bytes_per_cycle,
+                "L1->UB": cfg.l1_to_ub_bytes_per_cycle, "L0C->UB": cfg.l0c_to_ub_bytes_per_cycle,
+                "UB->UB": cfg.vector_bytes_per_cycle}[path]
+        return rate * n
+
+    @property
+    def bandwidth(self) -> dict[str, dict[str, float]]:
+        """Per path: ``bytes``, ``achieved_gbps = bytes / time``, ``peak_gbps`` (see
+        :meth:`path_peak_bytes_per_cycle`, times the clock) and ``efficiency = achieved / peak``."""
+        out = {}
+        secs = self.time_us * 1e-6 or 1e-30
+        for path, b in self.path_bytes.items():
+            peak = self.path_peak_bytes_per_cycle(path) * self.config.clock_ghz
+            ach = b / secs / 1e9
+            out[path] = {"bytes": b, "achieved_gbps": ach, "peak_gbps": peak, "efficiency": ach / peak}
+        return out
+
+    # --- roofline ---------------------------------------------------------------------------------
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOP per GM byte: ``flops / gm_bytes`` (inf when nothing touched GM)."""
+        return self.flops / self.gm_bytes if self.gm_bytes else float("inf")
+
+    @property
+    def peak_flops(self) -> float:
+        """Peak FLOP/s of the unit the kernel relies on, for ``active_cores`` cores: the Cube at the input
+        dtype of its Mmads when it used the Cube, else the vector unit at fp16."""
+        n = self.active_cores
+        if self.cube_macs:
+            return self.config.cube_peak_flops(self.cube_dtype or "float16") * n
+        return self.config.vector_peak_flops("float16") * n
+
+    @property
+    def peak_gm_bytes_per_s(self) -> float:
+        """GM bandwidth of the launch: ``gm_rate(active_cores) * active_cores * clock``."""
+        n = self.active_cores
+        return self.config.gm_rate(n) * n * self.config.clock_ghz * 1e9
+
+    @property
+    def achieved_flops(self) -> float:
+        """``flops / time``."""
+        return self.flops / (self.time_us * 1e-6) if self.total_cycles else 0.0
+
+    @property
+    def bound(self) -> str:
+        """Roofline verdict: ``"compute"`` when arithmetic intensity >= the ridge point
+        ``peak_flops / peak_gm_bytes_per_s``, else ``"memory"``."""
+        return "compute" if self.arithmetic_intensity >= self.peak_flops / self.peak_gm_bytes_per_s else "memory"
+
+    @property
+    def compute_bound_cycles(self) -> float:
+        """Lower bound from compute: ``max(cube ideal cycles, vector ideal cycles) / active_cores``; ideal
+        cycles are useful work at peak rate (m*n*k / MACs per cycle; bytes / 256 B per cycle)."""
+        return max(self.cube_ideal_cycles, self.vector_ideal_cycles) / self.active_cores
+
+    @property
+    def memory_bound_cycles(self) -> float:
+        """Lower bound from GM: the busiest GM DMA pipe's bytes / (active_cores * gm_rate(active_cores)).
+        Each GM DMA pipe of a core moves at most ``gm_rate`` bytes per cycle."""
+        per_pipe: dict[Pipe, int] = {}
+        for path, b in self.path_bytes.items():
+            if "GM" in path:
+                per_pipe[PATHS[path]] = per_pipe.get(PATHS[path], 0) + b
+        if not per_pipe:
+            return 0.0
+        n = self.active_cores
+        return max(per_pipe.values()) / (n * self.config.gm_rate(n))
+
+    @property
+    def roofline_cycles(self) -> float:
+        """``max(compute_bound_cycles, memory_bound_cycles)``: no kernel can be faster."""
+        return max(self.compute_bound_cycles, self.memory_bound_cycles)
+
+    @property
+    def roofline_efficiency(self) -> float:
+        """``roofline_cycles / total_cycles``: 1.0 means the kernel runs at its roofline."""
+        return self.roofline_cycles / self.total_cycles if self.total_cycles else 0.0
+
+    # --- timeline ---------------------------------------------------------------------------------
+    @cached_property
+    def instructions(self) -> list[Instr]:
+        """The timeline: every instruction of every block, ordered by start time."""
+        out = [Instr(b, Pipe(p), s, e, op, nb, site[0], site[1]) for (b, p, s, e, op, nb, site) in self.raw_records]
+        out.sort(key=lambda r: (r.start, r.pipe))
+        return out
+
+    @property
+    def instruction_count(self) -> int:
+        return len(self.raw_records)
+
+    # --- presentation -----------------------------------------------------------------------------
+    def metrics(self) -> dict[str, float]:
+        """The headline numbers as a flat dict (for tables, checks and benchmarks)."""
+        d = {"time_us": self.time_us, "total_cycles": self.total_cycles, "instructions": self.instruction_count,
+             "mac_utilization": self.mac_utilization, "gm_bytes": self.gm_bytes,
+             "arithmetic_intensity": self.arithmetic_intensity, "roofline_efficiency": self.roofline_efficiency}
+        for k, v in self.pipe_ratio.items():
+            d[f"{k}_ratio"] = v
+        return d
+
+    def _rows(self) -> list[tuple[str, str]]:
+        rows = [("kernel", self.kernel), ("config", self.config.name),
+                ("blocks", f"{self.block_dim} on {self.active_cores} core(s)"),
+                ("time", f"{self.time_us:.3f} us ({self.total_cycles:,.0f} cycles)"),
+                ("bound", f"{self.bound} (roofline efficiency {self.roofline_efficiency:.1%})"),
+                ("critical pipe", self.critical_pipe)]
+        for p in PIPE_ORDER:
+            k = p.msprof_name
+            if self.pipe_busy_cycles.get(k):
+                rows.append((f"{k} ratio", f"{self.pipe_ratio[k]:.1%}"))
+        if self.cube_macs:
+            rows.append(("cube MAC utilization", f"{self.mac_utilization:.1%} ({self.cube_dtype})"))
+        for path, bw in self.bandwidth.items():
+            rows.append((f"{path}", f"{bw['bytes']:,} B, {bw['achieved_gbps']:.1f} / {bw['peak_gbps']:.1f} GB/s "
+                                    f"({bw['efficiency']:.0%})"))
+        rows.append(("arithmetic intensity", f"{self.arithmetic_intensity:.2f} FLOP/B"))
+        return rows
+
+    def summary(self) -> str:
+        """A plain-text summary for printing."""
+        rows = self._rows()
+        w = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def _repr_html_(self) -> str:
+        from .views.html import table
+
+        return table(self._rows(), header=("Profile", self.kernel))
+
+
+def metric_docs() -> dict[str, str]:
+    """Every metric's name and formula (the property docstrings), for documentation and chart labels."""
+    out = {}
+    for name in dir(Profile):
+        attr = getattr(Profile, name)
+        if isinstance(attr, (property, cached_property)) and attr.__doc__ and not name.startswith("_"):
+            out[name] = " ".join(attr.__doc__.split())
+    return out
+

@@ -1,0 +1,234 @@
+"""Tensors: GlobalTensor wraps a numpy array in GM; LocalTensor is a typed window of on-chip memory.
+
+Indexing gives a view that starts at an element offset, as ``xLocal[offset]`` does in Ascend C:
+``x_gm[i * tile:]`` or ``x_gm[a:b]``. Bounds are checked when an instruction touches the data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from .errors import OutOfBoundsError, TensorStateError, UsageError
+from .pipes import TPosition
+from .sanitizer import AccessTracker, call_site, format_site
+
+GM_ALIGN = 512  # simulated GM allocations start on 512 B boundaries, like device malloc
+
+
+class GmBuffer:
+    """One device allocation: a flat numpy view of the caller's array, a GM address, a tracker."""
+
+    __slots__ = ("array", "flat", "raw", "name", "addr", "nbytes", "tracker", "dtype")
+
+    def __init__(self, array: np.ndarray, name: str, addr: int, check: bool):
+        if not isinstance(array, np.ndarray):
+            raise UsageError(f"GM argument {name!r} must be a numpy array, not {type(array).__name__}")
+        if not array.flags.c_contiguous:
+            raise UsageError(f"GM argument {name!r} must be C-contiguous: pass np.ascontiguousarray(...)")
+        self.dtype = dtypes.as_dtype(array.dtype)
+        self.array = array
+        self.flat = array.reshape(-1)
+        self.raw = self.flat.view(np.uint8)
+        self.name = name
+        self.addr = addr
+        self.nbytes = array.nbytes
+        self.tracker = AccessTracker(f"GM '{name}'", self.nbytes) if check else None
+
+
+class GlobalTensor:
+    """A tensor in global memory (GM): ``GlobalTensor`` over a launch argument, viewed from ``offset``.
+
+    Kernels receive GlobalTensors for every numpy array passed to :func:`npusim.launch`.
+    """
+
+    __slots__ = ("buf", "offset", "size", "dtype")
+    position = TPosition.GM
+
+    def __init__(self, buf: GmBuffer, offset: int = 0, size: int | None = None):
+        self.buf = buf
+        self.offset = offset
+        self.size = buf.flat.size - offset if size is None else size
+        self.dtype = buf.dtype
+
+    @property
+    def name(self) -> str:
+        return self.buf.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the whole launch argument (for reading sizes in a kernel)."""
+        return self.buf.array.shape
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, key) -> "GlobalTensor":
+        # no bounds check here: the instruction that touches the data reports the exact range
+        start, size = _slice(key, self.size, f"GM '{self.name}'", strict=False)
+        return GlobalTensor(self.buf, self.offset + start, size)
+
+    def byte_addr(self, elem: int = 0) -> int:
+        return self.buf.addr + (self.offset + elem) * self.dtype.itemsize
+
+    def check_range(self, start: int, count: int, op: str, site) -> None:
+        """Elements [start, start+count) from this view must lie inside the allocation."""
+        lo = self.offset + start
+        if lo < 0 or lo + count > self.buf.flat.size or count < 0:
+            n = self.buf.flat.size
+            raise OutOfBoundsError(
+                f"GM out of bounds: {op} touches elements [{lo}, {lo + count}) of '{self.name}', which has "
+                f"{n} elements ({self.dtype.name}); {lo + count - n} element(s) past the end",
+                hint="the last tile is shorter than the others: compute its length from the total size "
+                     "(e.g. min(tile, total - offset)) and copy only that much",
+                where=format_site(site), tensor=self.name, range=(lo, lo + count), size=n)
+
+    def get_value(self, index: int):
+        """Read one element through the scalar unit (GetValue on GM)."""
+        from .instructions.scalar import scalar_get
+
+        return scalar_get(self, index)
+
+    def set_value(self, index: int, value) -> None:
+        """Write one element through the scalar unit (SetValue on GM)."""
+        from .instructions.scalar import scalar_set
+
+        scalar_set(self, index, value)
+
+    def __repr__(self) -> str:
+        return f"GlobalTensor('{self.name}', {self.dtype.name}, offset={self.offset}, size={self.size})"
+
+
+class Slot:
+    """A block of on-chip memory handed out by a queue or TBuf; tracks the tensor lifecycle."""
+
+    __slots__ = ("memory", "addr", "nbytes", "label", "state", "gen", "owner",
+                 "ready_t", "ready_vc", "free_t", "free_vc", "site", "live_since")
+
+    FREE, ALLOCATED, QUEUED, DEQUEUED, SCRATCH = "free", "allocated", "enqueued", "dequeued", "scratch"
+
+    def __init__(self, memory, addr: int, nbytes: int, label: str, owner):
+        self.memory = memory
+        self.addr = addr
+        self.nbytes = nbytes
+        self.label = label
+        self.owner = owner
+        self.state = Slot.FREE
+        self.gen = 0
+        self.ready_t = self.free_t = 0.0
+        self.ready_vc = self.free_vc = None
+        self.site = None
+        self.live_since = 0.0
+
+
+class LocalTensor:
+    """A typed view of on-chip memory at a position (VECIN, A1, CO1, ...), from alloc_tensor or TBuf.get."""
+
+    __slots__ = ("slot", "gen", "addr", "size", "dtype", "position", "_view")
+
+    def __init__(self, slot: Slot, addr: int, size: int, dtype, position: TPosition):
+        self.slot = slot
+        self.gen = slot.gen
+        self.addr = addr
+        self.size = size
+        self.dtype = dtype
+        self.position = position
+        self._view = None
+
+    @property
+    def memory(self):
+        return self.slot.memory
+
+    @property
+    def name(self) -> str:
+        return self.slot.label
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.size
+
+    def view(self) -> np.ndarray:
+        """The numpy view of the whole tensor (no timing, no checks: for the simulator's own use)."""
+        v = self._view
+        if v is None:
+            v = self._view = self.slot.memory.buf[self.addr:self.addr + self.nbytes].view(self.dtype)
+        return v
+
+    def __getitem__(self, key) -> "LocalTensor":
+        start, size = _slice(key, self.size, self.name)
+        t = LocalTensor(self.slot, self.addr + start * self.dtype.itemsize, size, self.dtype, self.position)
+        t.gen = self.gen
+        return t
+
+    def reinterpret_cast(self, dtype) -> "LocalTensor":
+        """The same bytes seen as another dtype (ReinterpretCast)."""
+        d = dtypes.as_dtype(dtype)
+        if self.nbytes % d.itemsize:
+            raise UsageError(f"{self.name}: {self.nbytes} B cannot be viewed as {d.name}")
+        t = LocalTensor(self.slot, self.addr, self.nbytes // d.itemsize, d, self.position)
+        t.gen = self.gen
+        return t
+
+    def get_value(self, index: int):
+        """Read one element through the scalar unit (GetValue): needs a flag after vector writes."""
+        from .instructions.scalar import scalar_get
+
+        return scalar_get(self, index)
+
+    def set_value(self, index: int, value) -> None:
+        """Write one element through the scalar unit (SetValue)."""
+        from .instructions.scalar import scalar_set
+
+        scalar_set(self, index, value)
+
+    def to_numpy(self) -> np.ndarray:
+        """A copy of the contents, for debugging only: free, untimed and unchecked (like a printf)."""
+        return self.view().copy()
+
+    def check_usable(self, op: str, site, start: int = 0, count: int | None = None) -> None:
+        """The tensor must be live and owned by the caller, and [start, start+count) inside it."""
+        slot = self.slot
+        if slot.gen != self.gen or slot.state == Slot.FREE:
+            raise TensorStateError(
+                f"{op} uses {self.name} after free_tensor (it was freed at "
+                f"{format_site(slot.site) if slot.site else '?'})",
+                hint="use a tensor only between alloc_tensor/deque and free_tensor; take a new one with "
+                     "alloc_tensor() or deque() for the next tile",
+                where=format_site(site), tensor=self.name)
+        if slot.state == Slot.QUEUED:
+            raise TensorStateError(
+                f"{op} uses {self.name} while it is enqueued: the consumer must deque() it first",
+                hint="after enque(t), get the tensor back with t = queue.deque() before using it",
+                where=format_site(site), tensor=self.name)
+        if count is not None and (start < 0 or start + count > self.size):
+            raise OutOfBoundsError(
+                f"{op} touches elements [{start}, {start + count}) of local tensor {self.name}, which has "
+                f"{self.size} elements ({self.dtype.name}, {self.nbytes} B at {self.position.name})",
+                hint="make the count fit the tensor, or allocate a bigger buffer in init_buffer",
+                where=format_site(site), tensor=self.name)
+
+    def __repr__(self) -> str:
+        return (f"LocalTensor({self.name}, {self.position.name}, {self.dtype.name}, size={self.size}, "
+                f"addr={self.addr:#x})")
+
+
+def _slice(key, size: int, what: str, strict: bool = True) -> tuple[int, int]:
+    if isinstance(key, (int, np.integer)):
+        start, stop = int(key), size
+    elif isinstance(key, slice):
+        if key.step not in (None, 1):
+            raise UsageError(f"{what}: only contiguous slices [start:stop] are supported")
+        start = 0 if key.start is None else int(key.start)
+        stop = size if key.stop is None else int(key.stop)
+    else:
+        raise UsageError(f"{what}: index with an element offset, e.g. t[offset:] or t[a:b]")
+    if not strict:
+        return start, max(0, stop - start)
+    if start < 0 or start > size or stop < start or stop > size:
+        raise OutOfBoundsError(f"{what}[{start}:{stop}] is outside its {size} elements",
+                               hint="offsets count elements, not bytes", where=format_site(call_site()))
+    return start, stop - start
+
