@@ -1,23 +1,57 @@
-"""The ``npusim`` command: ``npusim bench`` (and more subcommands added by later modules)."""
+"""The ``npusim`` command line: ``npusim bench``, ``npusim labs make|check``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+
+def _bench(args) -> int:
+    from .bench import run
+
+    return run(repeat=args.repeat, only=args.only)
+
+
+def _labs(args) -> int:
+    from .course.notebooks import Course, find_root
+
+    course = Course(Path(args.root).resolve() if args.root else find_root())
+    if args.action == "make":
+        cleaned = course.clean_solutions() if args.clean_solutions else []
+        for p in cleaned:
+            print(f"cleared outputs of {p.relative_to(course.root)}")
+        changed = course.make()
+        for p in changed:
+            print(f"wrote {p.relative_to(course.root)}")
+        print(f"labs/ is current ({len(course.notebooks())} notebooks, {len(changed)} rewritten)")
+        return 0
+    problems = course.problems()
+    for p in problems:
+        print(p)
+    if problems:
+        return 1
+    print(f"labs/ is current ({len(course.notebooks())} notebooks)")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="npusim", description="Ascend-style NPU simulator for teaching")
     sub = parser.add_subparsers(dest="command", required=True)
+
     b = sub.add_parser("bench", help="time the simulator against plain numpy; one JSON object per line")
     b.add_argument("--repeat", type=int, default=5, help="timed launches per case (median reported)")
     b.add_argument("--only", action="append", help="run only the named case(s)")
-    args = parser.parse_args(argv)
-    if args.command == "bench":
-        from .bench import run
+    b.set_defaults(func=_bench)
 
-        return run(repeat=args.repeat, only=args.only)
-    return 2
+    labs = sub.add_parser("labs", help="generate labs/ from solutions/ (make) or verify it is current (check)")
+    labs.add_argument("action", choices=["make", "check"])
+    labs.add_argument("--root", help="course root (default: found from the current folder)")
+    labs.add_argument("--clean-solutions", action="store_true", help="(make) also clear outputs in solutions/")
+    labs.set_defaults(func=_labs)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
 
 
 if __name__ == "__main__":

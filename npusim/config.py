@@ -86,9 +86,10 @@ class HardwareConfig:
     gm_burst_granule_bytes: int = 32
     """A GM burst moves whole 32 B granules [S1]."""
     gm_efficient_align_bytes: int = 512
-    """GM addresses aligned to 512 B run at full rate [S1, S4]."""
+    """A GM burst runs at full rate when its address is aligned to min(512 B, its length rounded up to a
+    power of two): GM serves 128/256/512 B requests [S1, S4]."""
     gm_unaligned_efficiency: float = 0.7
-    """Rate factor for a burst whose GM address is not 512 B aligned ("can drop to ~70 %") [S1, S4]."""
+    """Rate factor for a burst that is not so aligned ("32 B alignment can drop to ~70 %") [S1, S4]."""
     onchip_startup_cycles: int = 16
     """Start-up latency of an on-chip move (MTE1, FIX from L0C, L0C->UB)."""
     cube_startup_cycles: int = 8

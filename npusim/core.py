@@ -21,6 +21,9 @@ from .sanitizer import AccessTracker, call_site, format_site
 
 _current: "Core | None" = None
 
+#: op name of the scalar unit's issue work on the timeline (its nbytes field counts the instructions issued)
+ISSUE = "ISSUE"
+
 
 def current() -> "Core":
     """The core whose kernel is running; raises outside a kernel launch."""
@@ -115,6 +118,7 @@ class Core:
         self.vector_ops = 0         # vector element operations
         self.vector_ideal_cycles = 0.0
         self.occupancy: list[tuple[float, str, int]] = []  # (time, memory, +/- bytes) of live tensors
+        self._issue_rec = -1  # index in records of the scalar unit's current run of issue work
         self.n_buffers = 0
         self.queues: list = []
 
@@ -139,8 +143,8 @@ class Core:
             first = q.popleft()
             if first > t:
                 t = first
-        self.scalar_t = t + cfg.scalar_issue_cycles
-        self.busy[0] += cfg.scalar_issue_cycles
+        self.scalar_t = t
+        self.scalar_issue()
         start = self.pipe_free[pipe]
         r = self.pipe_ready[pipe]
         if r > start:
@@ -153,6 +157,22 @@ class Core:
         q.append(start)
         self.records.append((pipe, start, end, op, nbytes, site))
         return end
+
+    def scalar_issue(self) -> None:
+        """The scalar unit spends ``scalar_issue_cycles`` issuing an instruction (or a queue call, flag or
+        barrier). Back-to-back issue work is one ``ISSUE`` bar on the S lane of the timeline."""
+        c = self.cfg.scalar_issue_cycles
+        t = self.scalar_t
+        self.scalar_t = t + c
+        self.busy[0] += c
+        i = self._issue_rec
+        recs = self.records
+        if i >= 0 and recs[i][2] == t:
+            r = recs[i]
+            recs[i] = (0, r[1], t + c, ISSUE, r[4] + 1, r[5])
+        else:
+            self._issue_rec = len(recs)
+            recs.append((0, t, t + c, ISSUE, 1, ("", 0)))
 
     def epoch(self, pipe: int) -> list:
         """Start a new instruction on ``pipe`` for the race checker; returns the pipe's vector clock."""
@@ -187,9 +207,7 @@ class Core:
             self.pipe_ready[pipe] = t
         if vc_src is not None:
             vc = self.vc[pipe]
-            for i in range(N_PIPES):
-                if vc_src[i] > vc[i]:
-                    vc[i] = vc_src[i]
+            vc[:] = map(max, vc, vc_src)
 
     def set_flag(self, event: HardEvent, event_id: int) -> None:
         site = call_site()
@@ -202,16 +220,14 @@ class Core:
                 f"undefined on hardware and can hang a later barrier",
                 hint=f"every set_flag needs exactly one wait_flag({event.name}, {event_id}) before the next set",
                 where=format_site(site), event=event, event_id=event_id), self.mode)
-        self.scalar_t += self.cfg.scalar_issue_cycles
-        self.busy[0] += self.cfg.scalar_issue_cycles
+        self.scalar_issue()
         src = int(event.src)
         self.flags[key] = (self.fire_time(src), list(self.vc[src]), site)
 
     def wait_flag(self, event: HardEvent, event_id: int) -> None:
         site = call_site()
         self._check_event(event, event_id, "wait_flag", site)
-        self.scalar_t += self.cfg.scalar_issue_cycles
-        self.busy[0] += self.cfg.scalar_issue_cycles
+        self.scalar_issue()
         entry = self.flags.pop((event, event_id), None)
         if entry is None:
             report(SyncError(
@@ -238,8 +254,7 @@ class Core:
         site = call_site()
         if pipe == Pipe.S:
             raise UsageError("pipe_barrier(Pipe.S) is not valid; scalar code is already in order")
-        self.scalar_t += self.cfg.scalar_issue_cycles
-        self.busy[0] += self.cfg.scalar_issue_cycles
+        self.scalar_issue()
         if pipe == Pipe.ALL:
             t = max(max(self.pipe_free), max(self.pipe_ready), self.scalar_t)
             merged = [max(col) for col in zip(*self.vc)]

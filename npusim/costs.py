@@ -12,16 +12,25 @@ import math
 from .config import HardwareConfig
 
 
+def burst_align(cfg: HardwareConfig, nbytes: int) -> int:
+    """The alignment a GM burst needs to run at full rate: ``min(512 B, its length rounded up to a power
+    of two >= 32 B)``. GM serves 128/256/512 B requests, best when each starts on its own size [S1, S4]."""
+    a = cfg.gm_burst_granule_bytes
+    while a < nbytes and a < cfg.gm_efficient_align_bytes:
+        a *= 2
+    return a
+
+
 def gm_burst_cycles(cfg: HardwareConfig, gm_addr: int, nbytes: int, rate: float) -> float:
     """Cycles of one contiguous GM burst of ``nbytes`` at byte address ``gm_addr``:
 
     ``gm_burst_overhead_cycles + ceil(nbytes / 32) * 32 / (rate * eff)`` with ``eff = 1`` when
-    ``gm_addr`` is 512 B aligned, else ``gm_unaligned_efficiency`` (0.7) [S1, S4: GM requests are
-    128/256/512 B; 32 B-aligned traffic can drop to ~70 %].
+    ``gm_addr`` is a multiple of :func:`burst_align`, else ``gm_unaligned_efficiency`` (0.7) [S1, S4:
+    GM requests are 128/256/512 B; 32 B-aligned traffic can drop to ~70 %].
     """
     g = cfg.gm_burst_granule_bytes
     moved = -(-nbytes // g) * g
-    eff = 1.0 if gm_addr % cfg.gm_efficient_align_bytes == 0 else cfg.gm_unaligned_efficiency
+    eff = 1.0 if gm_addr % burst_align(cfg, nbytes) == 0 else cfg.gm_unaligned_efficiency
     return cfg.gm_burst_overhead_cycles + moved / (rate * eff)
 
 
@@ -42,7 +51,7 @@ def gm_dma_cycles_uniform(cfg: HardwareConfig, first_addr: int, count: int, nbyt
     strided copy), computed without a Python loop over the bursts. Same formula."""
     if count <= 0:
         return float(cfg.gm_startup_cycles)
-    align = cfg.gm_efficient_align_bytes
+    align = burst_align(cfg, nbytes)
     if stride_bytes % align == 0 or count == 1:
         n_aligned = count if first_addr % align == 0 else 0
     else:

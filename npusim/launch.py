@@ -83,13 +83,14 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     records: list[tuple] = []
     occupancy: list[tuple] = []
     reserved: dict[str, int] = {}
-    block_end = []
+    block_start, block_end, block_reserved = [], [], []
     macs = 0
     cube_ideal = vec_ideal = 0.0
     vec_ops = 0
     cube_dtype = None
     for b in range(block_dim):
         phys = b % active
+        block_start.append(core_free[phys])
         core = Core(cfg, b, block_dim, active, sanitize, t0=core_free[phys])
         prev = run_on(core)
         try:
@@ -105,6 +106,7 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
             path_bytes[k] = path_bytes.get(k, 0) + v
         records.extend((b, *r) for r in core.records)
         occupancy.extend((b, *e) for e in core.occupancy)
+        block_reserved.append({name: mem.top for name, mem in core.memories.items()})
         for name, mem in core.memories.items():
             reserved[name] = max(reserved.get(name, 0), mem.top)
         macs += core.cube_macs
@@ -114,8 +116,8 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
         cube_dtype = cube_dtype or core.cube_peak_dtype
     profile = Profile(
         kernel=getattr(kernel_fn, "__name__", "kernel"), config=cfg, block_dim=block_dim,
-        total_cycles=max(core_free), block_end_cycles=block_end, pipe_busy_cycles=busy,
+        total_cycles=max(core_free), block_start_cycles=block_start, block_end_cycles=block_end, pipe_busy_cycles=busy,
         path_bytes=path_bytes, cube_macs=macs, cube_ideal_cycles=cube_ideal, cube_dtype=cube_dtype,
         vector_ops=vec_ops, vector_ideal_cycles=vec_ideal, raw_records=records,
-        occupancy_events=occupancy, reserved_bytes=reserved)
+        occupancy_events=occupancy, reserved_bytes=reserved, block_reserved_bytes=block_reserved)
     return LaunchResult({k: v.array for k, v in gm.items()}, profile)

@@ -18,7 +18,7 @@ from . import dtypes
 from .core import current
 from .errors import CapacityError, QueueError, TensorStateError, UsageError, report
 from .pipes import Pipe, TPosition, queue_pipes
-from .sanitizer import call_site, caller_site, format_site
+from .sanitizer import call_site, format_site
 from .tensor import LocalTensor, Slot
 
 
@@ -116,65 +116,68 @@ class TQue:
 
     def alloc_tensor(self, dtype) -> LocalTensor:
         """Take a free buffer as a tensor of ``dtype`` (AllocTensor<T>). Its contents are undefined."""
-        core = self._need_init("alloc_tensor")
+        core = self.core or self._need_init("alloc_tensor")
         d = dtypes.as_dtype(dtype)
         if not self._free:
-            site = call_site()
-            held = ", ".join(f"{s.label} ({s.state} at {format_site(s.site) if s.site else '?'})"
-                             for s in self.slots)
-            raise QueueError(
-                f"alloc_tensor on '{self.name}' ({self.position.name}) but all {len(self.slots)} buffer(s) "
-                f"are in use: {held}",
-                hint="free_tensor() each tensor when you are done with it; a queue with num=N buffers "
-                     "holds at most N tensors at once",
-                where=format_site(site), queue=self.name)
+            self._all_taken()
         slot = self._free.popleft()
         slot.state = Slot.ALLOCATED
-        slot.site = caller_site()
-        core.scalar_t += core.cfg.scalar_issue_cycles
-        core.busy[0] += core.cfg.scalar_issue_cycles
+        f = sys._getframe(1)
+        slot.site = (f.f_code.co_filename, f.f_lineno)
+        core.scalar_issue()
         # the producer waits until the last consumer of this block released it
-        core.wait_until(self.producer, slot.free_t, slot.free_vc)
-        slot.live_since = max(core.pipe_free[self.producer], core.pipe_ready[self.producer])
+        p = self.producer
+        core.wait_until(p, slot.free_t, slot.free_vc)
+        slot.live_since = max(core.pipe_free[p], core.pipe_ready[p])
         core.occupancy.append((slot.live_since, slot.memory.name, slot.nbytes))
         return LocalTensor(slot, slot.addr, slot.nbytes // d.itemsize, d, self.position)
 
+    def _all_taken(self):
+        held = ", ".join(f"{s.label} ({s.state} at {format_site(s.site) if s.site else '?'})" for s in self.slots)
+        raise QueueError(
+            f"alloc_tensor on '{self.name}' ({self.position.name}) but all {len(self.slots)} buffer(s) are in "
+            f"use: {held}",
+            hint="free_tensor() each tensor when you are done with it; a queue with num=N buffers holds at "
+                 "most N tensors at once",
+            where=format_site(call_site()), queue=self.name)
+
     def enque(self, tensor: LocalTensor) -> bool:
         """Hand a filled tensor to the consumer (EnQue: a set_flag from the producer pipe)."""
-        core = self._need_init("enque")
+        core = self.core or self._need_init("enque")
         slot = self._own(tensor, "enque")
         if slot.state != Slot.ALLOCATED:
             raise TensorStateError(f"enque({slot.label}) but it is {slot.state}; only a tensor from "
                                    f"alloc_tensor() can be enqueued",
                                    hint="alloc_tensor -> write -> enque -> deque -> read -> free_tensor",
                                    where=format_site(call_site()))
-        depth = self.depth or len(self.slots)
-        if len(self._queued) >= depth:
+        if len(self._queued) >= (self.depth or len(self.slots)):
+            depth = self.depth or len(self.slots)
             raise QueueError(f"enque on '{self.name}' but it already holds {depth} tensor(s) (depth={depth})",
                              hint="deque before enqueuing more, or create the TQue with a larger depth",
                              where=format_site(call_site()))
-        core.scalar_t += core.cfg.scalar_issue_cycles
-        core.busy[0] += core.cfg.scalar_issue_cycles
+        core.scalar_issue()
         slot.state = Slot.QUEUED
-        slot.site = caller_site()
-        slot.ready_t = core.fire_time(self.producer)
-        slot.ready_vc = list(core.vc[self.producer]) if core.check else None
+        f = sys._getframe(1)
+        slot.site = (f.f_code.co_filename, f.f_lineno)
+        p = self.producer
+        slot.ready_t = core.fire_time(p)
+        slot.ready_vc = list(core.vc[p]) if core.check else None
         self._queued.append((slot, tensor.dtype, tensor.size, tensor.addr))
         return True
 
     def deque(self) -> LocalTensor:
         """Take the oldest enqueued tensor (DeQue: the consumer pipe waits until its data is ready)."""
-        core = self._need_init("deque")
+        core = self.core or self._need_init("deque")
         if not self._queued:
             raise QueueError(f"deque() on '{self.name}' ({self.position.name}) but nothing is enqueued: on "
                              f"hardware {Pipe(self.consumer).label} would wait forever",
                              hint="enque a tensor before deque(), one deque per enque",
                              where=format_site(call_site()))
         slot, dtype, size, addr = self._queued.popleft()
-        core.scalar_t += core.cfg.scalar_issue_cycles
-        core.busy[0] += core.cfg.scalar_issue_cycles
+        core.scalar_issue()
         slot.state = Slot.DEQUEUED
-        slot.site = caller_site()
+        f = sys._getframe(1)
+        slot.site = (f.f_code.co_filename, f.f_lineno)
         core.wait_until(self.consumer, slot.ready_t, slot.ready_vc)
         return LocalTensor(slot, addr, size, dtype, self.position)
 
@@ -184,18 +187,18 @@ class TQue:
 
     def free_tensor(self, tensor: LocalTensor) -> None:
         """Release the tensor's buffer for the next alloc_tensor (FreeTensor: a set_flag from the consumer)."""
-        core = self._need_init("free_tensor")
+        core = self.core or self._need_init("free_tensor")
         slot = self._own(tensor, "free_tensor")
         if slot.state == Slot.QUEUED:
             raise TensorStateError(f"free_tensor({slot.label}) while it is enqueued",
                                    hint="deque() it first", where=format_site(call_site()))
         pipe = self.consumer if slot.state == Slot.DEQUEUED else self.producer
-        core.scalar_t += core.cfg.scalar_issue_cycles
-        core.busy[0] += core.cfg.scalar_issue_cycles
+        core.scalar_issue()
         slot.free_t = core.fire_time(pipe)
         slot.free_vc = list(core.vc[pipe]) if core.check else None
         slot.state = Slot.FREE
-        slot.site = caller_site()
+        f = sys._getframe(1)
+        slot.site = (f.f_code.co_filename, f.f_lineno)
         slot.gen += 1
         core.occupancy.append((slot.free_t, slot.memory.name, -slot.nbytes))
         self._free.append(slot)
@@ -205,9 +208,9 @@ class TQue:
         return bool(self._free)
 
     def _own(self, tensor, op) -> Slot:
-        if not isinstance(tensor, LocalTensor):
+        slot = getattr(tensor, "slot", None)
+        if slot is None or not isinstance(tensor, LocalTensor):
             raise UsageError(f"{op} needs a LocalTensor from this queue, not {type(tensor).__name__}")
-        slot = tensor.slot
         if slot.owner is not self:
             raise UsageError(f"{op}: tensor {slot.label} belongs to '{slot.owner.name}', not to '{self.name}'")
         if slot.gen != tensor.gen:

@@ -102,6 +102,18 @@ def tree_sum(x: np.ndarray) -> np.ndarray:
     return a.reshape(()) if a.size else np.zeros((), x.dtype)
 
 
+# fp16 -> float64 through a 64 K-entry table: numpy's own fp16 conversion is element by element and the
+# Cube's operands are converted on every Mmad
+_F16_TO_F64 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float64)
+
+
+def _to_f64(x: np.ndarray) -> np.ndarray:
+    """A float64 copy of ``x`` (any layout), exact for every supported input type."""
+    if x.dtype == np.float16:
+        return _F16_TO_F64.take(x.view(np.uint16))
+    return x.astype(np.float64)
+
+
 def mmad(c_nz: np.ndarray, a_zz: np.ndarray, b_zn: np.ndarray, k: int, accumulate: bool) -> None:
     """The Cube on whole fractals, in place: ``C [+]= A @ B`` with A as ZZ (M1, K1, 16, K0), B as ZN
     (K1, N1, 16, K0) and C as NZ (N1, M1, 16, 16), accumulation as in the module doc.
@@ -112,21 +124,17 @@ def mmad(c_nz: np.ndarray, a_zz: np.ndarray, b_zn: np.ndarray, k: int, accumulat
     m1, k1, _, k0 = a_zz.shape
     n1 = b_zn.shape[1]
     acc_t = c_nz.dtype
-    wide = np.int64 if acc_t == int32 else np.float64
-    # logical A (M, K') and B (K', N), converted while being rearranged (one pass each)
-    A = np.empty((m1, 16, k1, k0), wide)
-    A[...] = a_zz.transpose(0, 2, 1, 3)
-    A = A.reshape(m1 * 16, k1 * k0)
-    B = np.empty((k1, k0, n1, 16), wide)
-    B[...] = b_zn.transpose(0, 3, 1, 2)
-    B = B.reshape(k1 * k0, n1 * 16)
+    # logical A (M, K') and B (K', N) in float64 (exact for every input type, and int8 sums stay exact
+    # below 2**53), converted while being rearranged
+    A = _to_f64(a_zz.transpose(0, 2, 1, 3)).reshape(m1 * 16, k1 * k0)
+    B = _to_f64(b_zn.transpose(0, 3, 1, 2)).reshape(k1 * k0, n1 * 16)
     if k < k1 * k0:
         A[:, k:] = 0
         B[k:, :] = 0
     old = c_nz.transpose(1, 2, 0, 3).reshape(m1 * 16, n1 * 16) if accumulate else None
     with np.errstate(all="ignore"):  # padding may hold garbage; it stays in padding
         if acc_t == int32:
-            out = A @ B
+            out = (A @ B).astype(np.int64)
             if accumulate:
                 out += old
             out = out.astype(np.int32)  # wraps modulo 2**32 like the int32 accumulator

@@ -1,12 +1,13 @@
-"""Parameter records of the instructions, named after their Ascend C structs (snake_case fields)."""
+"""Parameter records of the instructions, named after their Ascend C structs (snake_case fields).
+
+They are NamedTuples: immutable, built with keywords, and cheap to create in a kernel's inner loop."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple, Optional
 
 
-@dataclass(frozen=True)
-class DataCopyParams:
+class DataCopyParams(NamedTuple):
     """Blocked DataCopy between GM and UB/L1: ``block_count`` blocks of ``block_len`` 32 B units; the
     gaps between consecutive blocks are ``src_stride`` / ``dst_stride`` 32 B units [S2 DataCopy]."""
 
@@ -16,8 +17,7 @@ class DataCopyParams:
     dst_stride: int = 0
 
 
-@dataclass(frozen=True)
-class DataCopyExtParams:
+class DataCopyExtParams(NamedTuple):
     """DataCopyPad: ``block_count`` blocks of ``block_len`` BYTES. The GM-side gap is in bytes, the UB-side
     gap in 32 B blocks (so ``src_stride`` is bytes when copying GM->UB, blocks when UB->GM) [S2]."""
 
@@ -27,8 +27,7 @@ class DataCopyExtParams:
     dst_stride: int = 0
 
 
-@dataclass(frozen=True)
-class DataCopyPadExtParams:
+class DataCopyPadExtParams(NamedTuple):
     """Padding of each UB block in DataCopyPad GM->UB: ``left_padding``/``right_padding`` elements (each
     <= 32 B) and the rest of the 32 B block; filled with ``padding_value`` when ``is_pad`` [S2]."""
 
@@ -38,8 +37,7 @@ class DataCopyPadExtParams:
     padding_value: float = 0
 
 
-@dataclass(frozen=True)
-class Nd2NzParams:
+class Nd2NzParams(NamedTuple):
     """DataCopy GM->L1 that turns an ND matrix of ``n_value`` rows x ``d_value`` columns into NZ fractals.
 
     ``src_d_value``: elements between row starts in GM (default ``d_value``). ``dst_nz_c0_stride``: rows
@@ -50,15 +48,14 @@ class Nd2NzParams:
 
     n_value: int
     d_value: int
-    src_d_value: int | None = None
-    dst_nz_c0_stride: int | None = None
+    src_d_value: Optional[int] = None
+    dst_nz_c0_stride: Optional[int] = None
     nd_num: int = 1
     src_nd_matrix_stride: int = 0
     dst_nz_matrix_stride: int = 0
 
 
-@dataclass(frozen=True)
-class LoadData2DParams:
+class LoadData2DParams(NamedTuple):
     """LoadData L1->L0A/L0B: ``repeat_times`` 512 B fractals, the i-th read from fractal
     ``start_index + i * src_stride`` of the source and written ``dst_gap`` fractals apart (plus itself).
     ``if_transpose`` transposes each 16x16 fractal (fp16/bf16), giving L0B its ZN layout [S2 LoadData]."""
@@ -70,8 +67,7 @@ class LoadData2DParams:
     if_transpose: bool = False
 
 
-@dataclass(frozen=True)
-class LoadData3DParams:
+class LoadData3DParams(NamedTuple):
     """LoadData 3D (img2col) from an NC1HWC0 feature map in L1 (one image: C1 x H x W x C0) into L0A.
 
     The im2col matrix has one row per output position (``m = ho * Wo + wo``) and one column per
@@ -108,8 +104,7 @@ class LoadData3DParams:
         return (self.l1_w + self.pad_left + self.pad_right - self.dilation_w * (self.kw - 1) - 1) // self.stride_w + 1
 
 
-@dataclass(frozen=True)
-class MmadParams:
+class MmadParams(NamedTuple):
     """Mmad sizes in elements (each <= 4095) and whether C starts from zero (``cmatrix_init_val``) or
     accumulates onto what L0C holds [S2 Mmad]."""
 
@@ -119,8 +114,7 @@ class MmadParams:
     cmatrix_init_val: bool = True
 
 
-@dataclass(frozen=True)
-class FixpipeParams:
+class FixpipeParams(NamedTuple):
     """Fixpipe L0C (NZ) -> GM (ND): an ``m`` x ``n`` result, ``src_stride`` = rows of the NZ source
     (default ``m`` rounded up to 16), ``dst_stride`` = elements between row starts in GM (default ``n``).
     On the way: ``deq_scale`` (a float, or an L1 float32 tensor of ``n`` per-channel scales) for int32
@@ -128,7 +122,7 @@ class FixpipeParams:
 
     m: int
     n: int
-    src_stride: int | None = None
-    dst_stride: int | None = None
+    src_stride: Optional[int] = None
+    dst_stride: Optional[int] = None
     relu: bool = False
     deq_scale: object = None

@@ -11,6 +11,7 @@ from functools import cached_property
 from typing import NamedTuple
 
 from .config import HardwareConfig
+from .core import ISSUE
 from .pipes import PIPE_ORDER, Pipe
 
 #: Data paths and the pipe that carries each.
@@ -41,6 +42,7 @@ class Profile:
     config: HardwareConfig
     block_dim: int
     total_cycles: float
+    block_start_cycles: list[float]
     block_end_cycles: list[float]
     pipe_busy_cycles: dict[str, float]
     path_bytes: dict[str, int]
@@ -52,6 +54,12 @@ class Profile:
     raw_records: list[tuple] = dataclasses.field(repr=False, default_factory=list)
     occupancy_events: list[tuple] = dataclasses.field(repr=False, default_factory=list)
     reserved_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
+    block_reserved_bytes: list[dict[str, int]] = dataclasses.field(repr=False, default_factory=list)
+
+    @property
+    def total(self) -> float:
+        """Kernel time in cycles (``total_cycles``): the latest end of any block on any core."""
+        return self.total_cycles
 
     # --- time -------------------------------------------------------------------------------------
     @property
@@ -188,14 +196,16 @@ class Profile:
     # --- timeline ---------------------------------------------------------------------------------
     @cached_property
     def instructions(self) -> list[Instr]:
-        """The timeline: every instruction of every block, ordered by start time."""
+        """The timeline: every instruction of every block, ordered by start time, and the scalar unit's
+        issue work as ``ISSUE`` spans on the S lane (their ``nbytes`` is the number of instructions issued)."""
         out = [Instr(b, Pipe(p), s, e, op, nb, site[0], site[1]) for (b, p, s, e, op, nb, site) in self.raw_records]
         out.sort(key=lambda r: (r.start, r.pipe))
         return out
 
     @property
     def instruction_count(self) -> int:
-        return len(self.raw_records)
+        """Instructions executed (the scalar unit's ``ISSUE`` spans on the S lane are not counted)."""
+        return sum(1 for r in self.raw_records if r[4] != ISSUE)
 
     # --- presentation -----------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
@@ -242,8 +252,11 @@ class Profile:
 
 def metric_docs() -> dict[str, str]:
     """Every metric's name and formula (the property docstrings), for documentation and chart labels."""
-    out = {}
+    out = {"total_cycles": " ".join((Profile.total.__doc__ or "").split()),
+           "instructions": " ".join((Profile.instruction_count.__doc__ or "").split())}
     for name in dir(Profile):
+        if name in ("total", "instruction_count"):
+            continue
         attr = getattr(Profile, name)
         if isinstance(attr, (property, cached_property)) and attr.__doc__ and not name.startswith("_"):
             out[name] = " ".join(attr.__doc__.split())

@@ -39,13 +39,6 @@ def call_site() -> tuple[str, int]:
     return (f.f_code.co_filename, f.f_lineno)
 
 
-def caller_site() -> tuple[str, int]:
-    """(file, line) of the caller's caller: a cheap :func:`call_site` for API methods that kernels call
-    directly (queue operations)."""
-    f = sys._getframe(2)
-    return (f.f_code.co_filename, f.f_lineno)
-
-
 def format_site(site: tuple[str, int]) -> str:
     fname, line = site
     return f"{os.path.basename(fname)}:{line}"
@@ -122,51 +115,52 @@ class AccessTracker:
             keys = range(lo >> shift, ((hi - 1) >> shift) + 1)
         else:
             keys = (key,)
-        self._reported = None
+        reported = self._reported = None
+        reads, writes = self.reads, self.writes
+        strided = pitch != 0
         # a read can only race with writes; a write with both. Reads are kept apart so that the many
         # reads of an input never slow down the next read.
-        tables = (self.reads, self.writes) if write else (self.writes,)
-        for table in tables:
+        for table in ((reads, writes) if write else (writes,)):
             for b in keys:
                 lst = table.get(b)
-                if lst:
-                    self._scan(table, b, lst, lo, hi, write, core, pipe, vc, pitch, blen, nblk, site, op, mode)
-        if not write and not pitch:
-            for b in keys:  # a contiguous read supersedes older reads of its own pipe that it covers
-                lst = self.reads.get(b)
-                if lst:
-                    keep = [r for r in lst if not (r[_LO] >= lo and r[_HI] <= hi and r[_PIPE] == pipe
-                                                   and r[_CORE] == core and not r[_PITCH])]
-                    if len(keep) != len(lst):
-                        self.reads[b] = keep
+                if not lst:
+                    continue
+                keep = None
+                for i, rec in enumerate(lst):
+                    if (rec[_LO] < hi and lo < rec[_HI]
+                            and (rec[_CORE] != core or (rec[_PIPE] != pipe and vc[rec[_PIPE]] < rec[_EPOCH]))
+                            and (not (strided or rec[_PITCH]) or _overlap(rec, lo, hi, pitch, blen, nblk))):
+                        if reported is None or id(rec) not in reported:
+                            reported = reported or set()
+                            reported.add(id(rec))
+                            self._race(rec, lo, hi, write, core, pipe, site, op, mode)
+                    # a write that covers an older access supersedes it (it is ordered after it, or reported)
+                    if write and not strided and rec[_LO] >= lo and rec[_HI] <= hi:
+                        if keep is None:
+                            keep = lst[:i]
+                    elif keep is not None:
+                        keep.append(rec)
+                if keep is not None:
+                    table[b] = keep
         rec = (lo, hi, write, core, pipe, epoch, site, op, pitch, blen, nblk)
-        table = self.writes if write else self.reads
+        if write:
+            table = writes
+        else:
+            table = reads
+            if not strided:  # a contiguous read supersedes older reads of its own pipe that it covers
+                for b in keys:
+                    lst = reads.get(b)
+                    if lst:
+                        keep = [r for r in lst if not (r[_LO] >= lo and r[_HI] <= hi and r[_PIPE] == pipe
+                                                       and r[_CORE] == core and not r[_PITCH])]
+                        if len(keep) != len(lst):
+                            reads[b] = keep
         for b in keys:
             lst = table.get(b)
             if lst is None:
                 table[b] = [rec]
             else:
                 lst.append(rec)
-
-    def _scan(self, table, b, lst, lo, hi, write, core, pipe, vc, pitch, blen, nblk, site, op, mode) -> None:
-        keep = None
-        for i, rec in enumerate(lst):
-            if (rec[_LO] < hi and lo < rec[_HI]
-                    and (rec[_CORE] != core or (rec[_PIPE] != pipe and vc[rec[_PIPE]] < rec[_EPOCH]))
-                    and (not (pitch or rec[_PITCH]) or _overlap(rec, lo, hi, pitch, blen, nblk))):
-                rid = id(rec)
-                if self._reported is None or rid not in self._reported:
-                    self._reported = self._reported or set()
-                    self._reported.add(rid)
-                    self._race(rec, lo, hi, write, core, pipe, site, op, mode)
-            # a write that covers an older access supersedes it (it is ordered after it, or reported)
-            if write and not pitch and rec[_LO] >= lo and rec[_HI] <= hi:
-                if keep is None:
-                    keep = lst[:i]
-            elif keep is not None:
-                keep.append(rec)
-        if keep is not None:
-            table[b] = keep
 
     def _race(self, rec, lo, hi, write, core, pipe, site, op, mode) -> None:
         from .pipes import Pipe

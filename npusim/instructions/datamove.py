@@ -113,6 +113,9 @@ def _move(core, dst, src, nblk, blen, src_pitch, dst_pitch, route, op, site) -> 
 
 def _route_cost(core, path, src, dst, nblk, blen, src_pitch, dst_pitch, total) -> float:
     cfg = core.cfg
+    if nblk == 1 and "GM" in path:  # one burst: costs.gm_dma_cycles for a single (address, length)
+        addr = src.byte_addr() if path[0] == "G" else dst.byte_addr()
+        return cfg.gm_startup_cycles + costs.gm_burst_cycles(cfg, addr, blen, core.gm_rate)
     if path.startswith("GM"):
         return costs.gm_dma_cycles_uniform(cfg, src.byte_addr(), nblk, blen, src_pitch, core.gm_rate)
     if path.endswith("GM"):

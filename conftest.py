@@ -1,0 +1,23 @@
+"""Test-session setup shared by package tests and notebook runs (nbval on solutions/)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+os.environ.setdefault("MPLBACKEND", "Agg")  # in-process tests draw without a display
+
+_LAB = re.compile(r"^(\d\d)_")
+
+
+def pytest_collection_modifyitems(config, items):
+    # nbval items of solutions/NN_*.ipynb get the lab's marker (e.g. -m lab01) and "labs"
+    for item in items:
+        path = str(getattr(item, "path", "") or item.fspath)
+        if path.endswith(".ipynb"):
+            m = _LAB.match(os.path.basename(path))
+            if m:
+                item.add_marker(getattr(pytest.mark, f"lab{m.group(1)}"))
+            item.add_marker(pytest.mark.labs)

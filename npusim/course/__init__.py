@@ -1,0 +1,1 @@
+"""Course tooling: generating learner labs from solutions, and (in grading) marking submissions."""

@@ -1,0 +1,290 @@
+"""Every chart draws exactly the profile's numbers, is labelled, renders, and leaks no figure."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from matplotlib.figure import Figure
+
+import npusim as ns
+from npusim.pipes import PIPE_ORDER, Pipe
+from npusim.views import charts
+from npusim.views.binning import busy_per_bin
+
+pytestmark = pytest.mark.views
+
+
+# --- reading figures back ------------------------------------------------------------------------
+
+def patches(fig: Figure, gid: str) -> list:
+    return [p for ax in fig.axes for p in ax.patches if p.get_gid() == gid]
+
+
+def artists(fig: Figure, prefix: str) -> list:
+    out = []
+    for ax in fig.axes:
+        out += [a for a in [*ax.collections, *ax.lines] if (a.get_gid() or "").startswith(prefix)]
+    return out
+
+
+def texts(fig: Figure) -> str:
+    """All text on the figure: titles, labels, annotations, legend entries, bar labels."""
+    parts = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text"))]
+    return "\n".join(parts)
+
+
+def polygon_area(path) -> float:
+    x, y = path.vertices[:, 0], path.vertices[:, 1]
+    return 0.5 * abs(np.dot(x, np.roll(y, 1)) - np.dot(y, np.roll(x, 1)))
+
+
+def lane_busy(profile, pipe: Pipe, block: int = 0) -> float:
+    return sum(i.end - i.start for i in profile.instructions if i.pipe == pipe and i.block == block)
+
+
+# --- all charts: labelled, legend, renders, no leak -------------------------------------------------
+
+ALL = {
+    "timeline": lambda p, q: charts.timeline(p),
+    "timeline_all_blocks": lambda p, q: charts.timeline(p, block=None),
+    "utilization": lambda p, q: charts.utilization(p),
+    "bandwidth": lambda p, q: charts.bandwidth(p),
+    "roofline": lambda p, q: charts.roofline([p, q]),
+    "occupancy": lambda p, q: charts.occupancy(p),
+    "compare": lambda p, q: charts.compare([p, q], ["a", "b"]),
+}
+
+
+#: Axes of categories (not quantities) need no unit.
+CATEGORICAL = ("pipe", "data path", "speed-up")
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_chart_is_labelled_renders_and_does_not_leak(name, mm, vadd):
+    before = plt.get_fignums()
+    fig = ALL[name](mm, vadd)
+    assert isinstance(fig, Figure)
+    assert plt.get_fignums() == before
+    title = fig._suptitle.get_text() if fig._suptitle else ""
+    axes = [ax for ax in fig.axes if ax.get_xlabel() or ax.get_ylabel()]
+    assert axes
+    assert title or any(ax.get_title(loc="left") or ax.get_title() for ax in fig.axes)
+    for ax in axes:
+        for label in (ax.get_xlabel(), ax.get_ylabel()):
+            if label and not label.startswith(CATEGORICAL):
+                assert "(" in label, f"{name}: axis label {label!r} has no unit"
+    assert any(ax.get_legend() is not None for ax in fig.axes) or fig.legends
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    assert buf.getvalue()[:4] == b"\x89PNG"
+    assert plt.get_fignums() == before
+
+
+def test_launch_result_is_accepted(xy):
+    from npusim.kernels.vector_add import run_vector_add
+
+    res = run_vector_add(*xy, tile=4096)
+    fig = charts.utilization(res)
+    assert [p.get_height() for p in patches(fig, "pipe_ratio")] == [res.profile.pipe_ratio[p.msprof_name]
+                                                                      for p in PIPE_ORDER]
+    with pytest.raises(ns.UsageError):
+        charts.utilization(42)
+
+
+# --- utilization ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["vadd", "mm", "sm"])
+def test_utilization_bars_are_pipe_ratio(which, request):
+    prof = request.getfixturevalue(which)
+    fig = charts.utilization(prof)
+    bars = patches(fig, "pipe_ratio")
+    assert [b.get_height() for b in bars] == [prof.pipe_ratio[p.msprof_name] for p in PIPE_ORDER]
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert labels == [charts.PIPE_LABELS[p] for p in PIPE_ORDER] + ["Cube MAC"]
+    assert [b.get_height() for b in patches(fig, "mac_utilization")] == [prof.mac_utilization]
+    # the critical pipe is outlined
+    crit = [p.msprof_name for p in PIPE_ORDER].index(prof.critical_pipe)
+    assert bars[crit].get_linewidth() > 0 and bars[crit].get_edgecolor()[:3] == (0, 0, 0)
+
+
+# --- bandwidth -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["vadd", "mm", "sm"])
+def test_bandwidth_bars_are_profile_bandwidth(which, request):
+    prof = request.getfixturevalue(which)
+    fig = charts.bandwidth(prof)
+    paths = [p for p in ns.profile.PATHS if p in prof.bandwidth]
+    assert [b.get_height() for b in patches(fig, "achieved_gbps")] == [prof.bandwidth[p]["achieved_gbps"]
+                                                                        for p in paths]
+    assert [b.get_height() for b in patches(fig, "peak_gbps")] == [prof.bandwidth[p]["peak_gbps"] for p in paths]
+    ticks = [t.get_text().split("\n")[0] for t in fig.axes[0].get_xticklabels()]
+    assert ticks == paths
+
+
+def test_matmul_bandwidth_has_the_cube_paths(mm):
+    ticks = [t.get_text().split("\n")[0] for t in charts.bandwidth(mm).axes[0].get_xticklabels()]
+    assert ticks == ["GM->L1", "L1->L0A", "L1->L0B", "L0C->GM"]
+
+
+# --- timeline ------------------------------------------------------------------------------------
+
+def test_timeline_bars_are_the_instructions(mm):
+    fig = charts.timeline(mm)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()][::-1][0].startswith("MTE2")
+    lane_order = [t.get_text().rstrip(" *") for t in ax.get_yticklabels()][::-1]
+    assert lane_order == [charts.PIPE_LABELS[p] for p in PIPE_ORDER]
+    for pipe in (Pipe.MTE2, Pipe.M, Pipe.FIX):
+        label = charts.PIPE_LABELS[pipe]
+        bars = artists(fig, f"bars|{label}|")
+        assert bars, f"no bars on {label}"
+        widths = [np.ptp(path.vertices[:, 0]) for b in bars for path in b.get_paths()]
+        n = sum(1 for i in mm.instructions if i.pipe == pipe)
+        assert len(widths) == n
+        assert sum(widths) == pytest.approx(lane_busy(mm, pipe))
+        # busy cycles of a pipe are exactly its instruction durations
+        assert sum(widths) == pytest.approx(mm.pipe_busy_cycles[pipe.msprof_name])
+    ops = {i.op for i in mm.instructions}
+    legend = {t.get_text() for t in ax.get_legend().get_texts()}
+    assert ops <= legend
+
+
+def test_timeline_writes_total_time_and_critical_pipe(vadd):
+    text = texts(charts.timeline(vadd))
+    assert f"{vadd.time_us:.3f} us" in text
+    assert f"{vadd.total_cycles:,.0f} cycles" in text
+    assert f"critical pipe: {charts.pipe_label(vadd.critical_pipe)}" in text
+
+
+def test_timeline_dense_lanes_are_binned_and_fast(big):
+    t0 = time.perf_counter()
+    fig = charts.timeline(big)
+    fig.savefig(io.BytesIO(), format="png")
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 4.0, f"10k-instruction timeline took {elapsed:.2f} s"
+    assert not artists(fig, "bars|MTE2|"), "a lane of thousands of bars must be binned"
+    for pipe in (Pipe.MTE2, Pipe.MTE3, Pipe.V):
+        label = charts.PIPE_LABELS[pipe]
+        bins = artists(fig, f"bins|{label}|")
+        assert bins
+        # polygon area / lane height (0.8) = busy cycles: the bins lose no time
+        area = sum(polygon_area(path) for b in bins for path in b.get_paths())
+        assert area / 0.8 == pytest.approx(lane_busy(big, pipe), rel=1e-6)
+    assert any(t.get_text().endswith("*") for t in fig.axes[0].get_yticklabels())
+
+
+def test_timeline_all_blocks_has_lanes_per_core(vadd_multi):
+    fig = charts.timeline(vadd_multi, block=None)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    for c in range(vadd_multi.active_cores):
+        assert any(lbl.startswith(f"core {c} MTE2") for lbl in labels)
+    bars = artists(fig, "bars|core 3 MTE2|")
+    widths = [np.ptp(path.vertices[:, 0]) for b in bars for path in b.get_paths()]
+    assert sum(widths) == pytest.approx(lane_busy(vadd_multi, Pipe.MTE2, block=3))
+
+
+def test_timeline_of_later_block_and_bad_block(vadd_multi):
+    fig = charts.timeline(vadd_multi, block=2)
+    assert "block 2 of 4" in texts(fig)
+    with pytest.raises(ns.UsageError, match="block 9"):
+        charts.timeline(vadd_multi, block=9)
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(st.lists(st.tuples(st.floats(0, 1000), st.floats(0, 200)), max_size=40), st.integers(1, 30))
+def test_busy_per_bin_matches_brute_force(intervals, nbins):
+    s = np.array([a for a, _ in intervals], float)
+    e = s + np.array([d for _, d in intervals], float)
+    edges = np.linspace(0, 1300, nbins + 1)
+    got = busy_per_bin(s, e, edges)
+    want = [sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in zip(s, e)) for lo, hi in zip(edges, edges[1:])]
+    assert got == pytest.approx(want, abs=1e-6)
+
+
+# --- roofline ------------------------------------------------------------------------------------
+
+def test_roofline_points_and_roofs(vadd, mm, sm):
+    fig = charts.roofline([vadd, mm, sm], labels=["add", "mm", "softmax"])
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    for i, prof in enumerate((vadd, mm, sm)):
+        (pt,) = artists(fig, f"point|{i}")
+        assert (pt.get_xdata()[0], pt.get_ydata()[0]) == (prof.arithmetic_intensity, prof.achieved_flops)
+    cfg = mm.config
+    roofs = {line.get_gid().split("|")[1]: line for line in artists(fig, "roof|")}
+    assert set(roofs) == {"Cube fp16", "Cube fp32", "Vector fp16"}
+    assert roofs["Cube fp16"].get_ydata()[-1] == pytest.approx(cfg.cube_peak_flops("float16"))
+    assert roofs["Vector fp16"].get_ydata()[-1] == pytest.approx(cfg.vector_peak_flops("float16"))
+    # the slope is the GM bandwidth of the active cores
+    x0, y0 = roofs["Cube fp16"].get_xdata()[0], roofs["Cube fp16"].get_ydata()[0]
+    assert y0 / x0 == pytest.approx(mm.peak_gm_bytes_per_s)
+    assert mm.peak_flops == pytest.approx(cfg.cube_peak_flops("float16") * mm.active_cores)
+    legend = {t.get_text() for t in ax.get_legend().get_texts()}
+    assert any(t.startswith("mm (") for t in legend)
+
+
+def test_roofline_classic_has_no_fp32_cube_roof(vadd):
+    fig = charts.roofline(vadd, config="classic")
+    names = {line.get_gid().split("|")[1] for line in artists(fig, "roof|")}
+    assert names == {"Cube fp16", "Vector fp16"}
+    assert "classic" in texts(fig)
+
+
+def test_roofline_roofs_scale_with_active_cores(vadd_multi):
+    fig = charts.roofline(vadd_multi)
+    (cube,) = [ln for ln in artists(fig, "roof|Cube fp16")]
+    assert cube.get_ydata()[-1] == pytest.approx(vadd_multi.config.cube_peak_flops() * 4)
+
+
+# --- occupancy -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["vadd", "mm"])
+def test_occupancy_steps_are_the_events(which, request):
+    prof = request.getfixturevalue(which)
+    fig = charts.occupancy(prof)
+    mems = sorted({m for b, _, m, _ in prof.occupancy_events if b == 0})
+    for mem in mems:
+        (live,) = artists(fig, f"live|{mem}")
+        ev = sorted((t, d) for b, t, m, d in prof.occupancy_events if b == 0 and m == mem)
+        # value after each distinct event time = running sum of the deltas up to it
+        xs, ys = live.get_xdata(), live.get_ydata()
+        for t in sorted({t for t, _ in ev}):
+            want = sum(d for tt, d in ev if tt <= t) / 1024
+            k = np.searchsorted(xs, t, side="right") - 1
+            assert ys[k] == pytest.approx(want)
+        assert max(ys) <= prof.reserved_bytes[mem] / 1024 + 1e-9
+        (cap,) = artists(fig, f"capacity|{mem}")
+        assert cap.get_ydata()[0] == prof.config.memory_bytes(mem) / 1024
+        (res,) = artists(fig, f"reserved|{mem}")
+        assert res.get_ydata()[0] == prof.reserved_bytes[mem] / 1024
+
+
+def test_occupancy_shows_only_used_memories(vadd):
+    fig = charts.occupancy(vadd)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["UB (KB)"]
+
+
+# --- compare -------------------------------------------------------------------------------------
+
+def test_compare_times_ratios_and_speedup(vadd, vadd_fast):
+    fig = charts.compare([vadd, vadd_fast], ["tile 1024", "tile 4096"])
+    assert [b.get_height() for b in patches(fig, "time_us")] == [vadd.time_us, vadd_fast.time_us]
+    for i, prof in enumerate((vadd, vadd_fast)):
+        assert [b.get_height() for b in patches(fig, f"pipe_ratio|{i}")] == [prof.pipe_ratio[p.msprof_name]
+                                                                            for p in PIPE_ORDER]
+    speedup = f"{vadd.time_us / vadd_fast.time_us:.2f}x"
+    assert speedup in texts(fig)
+    assert "1.00x" in texts(fig)
+
+
+def test_compare_needs_two_profiles_and_matching_labels(vadd, vadd_fast):
+    with pytest.raises(ns.UsageError):
+        charts.compare([vadd])
+    with pytest.raises(ns.UsageError):
+        charts.compare([vadd, vadd_fast], ["only one"])

@@ -1,0 +1,149 @@
+"""The explorer driven in-process, as a notebook would drive it, without a browser or a kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+import npusim as ns
+from npusim.kernels.vector_add import run_vector_add
+from npusim.pipes import PIPE_ORDER
+from npusim.views import Explorer, charts, choice, int_choice, int_range, metrics_table, toggle
+
+pytestmark = pytest.mark.views
+
+TILES = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768]
+
+
+def heights(fig, gid):
+    return [p.get_height() for ax in fig.axes for p in ax.patches if p.get_gid() == gid]
+
+
+@pytest.fixture
+def explorer(xy):
+    x, y = xy
+
+    def run(tile: int, buffer_num: int):
+        return run_vector_add(x, y, tile=tile, buffer_num=buffer_num)
+
+    return Explorer(run, [int_choice("tile", TILES, value=1024), choice("buffer_num", [1, 2], value=2)],
+                    charts=("timeline", "utilization"), metrics=("time_us", "total_cycles", "mte2_ratio"))
+
+
+def test_first_draw_happens_on_construction(explorer, vadd):
+    assert explorer.redraws == 1
+    assert explorer.last_error is None
+    assert explorer.params == {"tile": 1024, "buffer_num": 2}
+    assert explorer.last_profile.total_cycles == vadd.total_cycles
+    assert set(explorer.last_figures) == {"timeline", "utilization"}
+    outs = explorer.output.outputs
+    assert len(outs) == 2 and all("image/png" in o["data"] for o in outs)
+    assert "time_us" in explorer.table.value and "change" not in explorer.table.value
+
+
+def test_slider_change_redraws_with_new_data(explorer, vadd_fast):
+    before = heights(explorer.last_figures["utilization"], "pipe_ratio")
+    old_png = explorer.output.outputs[0]["data"]["image/png"]
+    explorer.controls["tile"].value = 4096
+    assert explorer.redraws == 2
+    after = heights(explorer.last_figures["utilization"], "pipe_ratio")
+    assert after != before
+    # the explorer shows exactly what the plain functions give
+    assert after == [vadd_fast.pipe_ratio[p.msprof_name] for p in PIPE_ORDER]
+    assert heights(charts.utilization(vadd_fast), "pipe_ratio") == after
+    assert explorer.output.outputs[0]["data"]["image/png"] != old_png
+    assert set(explorer.last_timing) == {"run", "charts", "render"}
+
+
+def test_overflowing_tile_shows_the_message_and_keeps_the_charts(explorer):
+    figs, outs, redraws = dict(explorer.last_figures), explorer.output.outputs, explorer.redraws
+    profile = explorer.last_profile
+    explorer.controls["tile"].value = 32768  # 3 queues x 2 buffers x 64 KB > 192 KB of UB
+    assert isinstance(explorer.last_error, ns.CapacityError)
+    assert explorer.redraws == redraws
+    assert explorer.last_figures == figs and explorer.output.outputs is outs
+    assert explorer.last_profile is profile
+    status = explorer.status.value
+    assert "UB overflow" in status and "CapacityError" in status and "Traceback" not in status
+    assert "tile=32768" in status
+    # a valid value again clears the message and redraws
+    explorer.controls["tile"].value = 2048
+    assert explorer.redraws == redraws + 1 and explorer.last_error is None and explorer.status.value == ""
+
+
+def test_other_exceptions_show_type_and_message(xy):
+    def fn(n: int):
+        if n > 1:
+            raise ValueError("n too large for this demo")
+        return run_vector_add(*xy, tile=4096)
+
+    ex = Explorer(fn, {"n": int_range("n", 1, 3).widget}, charts=("bandwidth",))
+    ex.controls["n"].value = 2
+    assert ex.redraws == 1 and isinstance(ex.last_error, ValueError)
+    assert "ValueError: n too large" in ex.status.value
+
+
+def test_pin_baseline_adds_the_change_column(explorer):
+    explorer.pin()
+    assert explorer.baseline is explorer.last_profile
+    assert explorer.baseline_params == {"tile": 1024, "buffer_num": 2}
+    base_time = explorer.baseline.time_us
+    explorer.controls["tile"].value = 4096
+    table = explorer.table.value
+    assert "change" in table and "baseline" in table
+    speedup = base_time / explorer.last_profile.time_us
+    assert f"({speedup:.2f}x)" in table
+    assert table == metrics_table(explorer.last_profile, explorer.baseline,
+                                  ["time_us", "total_cycles", "mte2_ratio"])
+    explorer.unpin()
+    assert "change" not in explorer.table.value
+
+
+def test_compare_chart_appears_once_a_baseline_is_pinned(xy):
+    ex = Explorer(lambda tile: run_vector_add(*xy, tile=tile), [int_choice("tile", [1024, 4096])],
+                  charts=("utilization", "compare"))
+    assert set(ex.last_figures) == {"utilization"}
+    ex.pin()
+    ex.controls["tile"].value = 4096
+    fig = ex.last_figures["compare"]
+    times = heights(fig, "time_us")
+    assert times == [ex.baseline.time_us, ex.last_profile.time_us]
+
+
+def test_controls_only_offer_valid_values():
+    c = int_choice("tile", [256, 512, 1024], value=512)
+    assert c.widget.options == (256, 512, 1024) and c.widget.value == 512
+    with pytest.raises(Exception):
+        c.widget.value = 300
+    with pytest.raises(ns.UsageError):
+        int_choice("tile", [256, 512], value=300)
+    with pytest.raises(ns.UsageError):
+        int_range("tile", 256, 1000, 256)
+    r = int_range("tile", 256, 1024, 256, value=512)
+    assert r.widget.step == 256 and r.widget.value == 512
+    d = choice("config", {"A2": "a2", "910": "classic"}, value="classic")
+    assert d.widget.value == "classic" and d.widget.label == "910"
+    t = toggle("fuse", True, description="fusion")
+    assert t.widget.value is True and t.widget.description == "fusion"
+
+
+def test_unknown_chart_is_a_usage_error():
+    with pytest.raises(ns.UsageError, match="unknown chart"):
+        Explorer(lambda: None, [], charts=("pie",))
+
+
+def test_metrics_table_formats_and_deltas(vadd, vadd_fast):
+    plain = metrics_table(vadd)
+    assert "<table" in plain and f"{vadd.time_us:,.3f} us" in plain and "change" not in plain
+    table = metrics_table(vadd_fast, vadd, ["time_us", "mte2_ratio"])
+    assert f"({vadd.time_us / vadd_fast.time_us:.2f}x)" in table
+    pp = (vadd_fast.pipe_ratio["mte2"] - vadd.pipe_ratio["mte2"]) * 100
+    assert f"{pp:+.1f} pp" in table
+    with pytest.raises(ns.UsageError, match="unknown metric"):
+        metrics_table(vadd, keys=["speed"])
+
+
+def test_widget_displays():
+    ex = Explorer(lambda: None, [], charts=())
+    assert isinstance(ex.last_error, ns.UsageError)  # None is not a profile: reported, not raised
+    bundle = ex._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
