@@ -128,7 +128,10 @@ class HardwareConfig:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0:
+            kind = {"int": int, "float": (int, float), "bool": bool}.get(str(f.type))
+            if kind is not None and (not isinstance(v, kind) or (kind is not bool and isinstance(v, bool))):
+                raise ValueError(f"HardwareConfig.{f.name} must be {str(f.type)}, got {v!r}")
+            if kind in (int, (int, float)) and v <= 0:
                 raise ValueError(f"HardwareConfig.{f.name} must be > 0, got {v!r}")
         object.__setattr__(self, "cube_macs_per_cycle", MappingProxyType(dict(self.cube_macs_per_cycle)))
         if self.gm_unaligned_efficiency > 1:

@@ -145,6 +145,7 @@ class Core:
                 t = first
         self.scalar_t = t
         self.scalar_issue()
+        t = self.scalar_t  # the pipe gets the instruction once the scalar unit has issued it
         start = self.pipe_free[pipe]
         r = self.pipe_ready[pipe]
         if r > start:
@@ -242,10 +243,11 @@ class Core:
     def _check_event(self, event, event_id, what, site) -> None:
         if not isinstance(event, HardEvent):
             raise UsageError(f"{what} needs a HardEvent such as HardEvent.MTE2_V, not {event!r}")
-        if not (0 <= event_id < self.cfg.event_ids):
+        if not isinstance(event_id, int) or not (0 <= event_id < self.cfg.event_ids):
             report(SyncError(f"{what}({event.name}, {event_id}): event id out of range; "
-                             f"{self.cfg.name} has event ids 0..{self.cfg.event_ids - 1}",
-                             hint="use a smaller event id", where=format_site(site)), self.mode)
+                             f"'{self.cfg.name}' has event ids 0..{self.cfg.event_ids - 1} per HardEvent",
+                             hint=f"use an id from 0 to {self.cfg.event_ids - 1}", where=format_site(site),
+                             event=event, event_id=event_id), self.mode)
 
     def pipe_barrier(self, pipe: Pipe) -> None:
         """PipeBarrier: for ``Pipe.ALL``, every pipe (and the scalar unit) waits until all issued work has
@@ -265,16 +267,16 @@ class Core:
 
     def finish(self) -> float:
         """End of the kernel on this core: check unpaired flags; returns the core's end time."""
-        if self.check:
-            for (event, eid), (_, _, site) in list(self.flags.items()):
-                report(SyncError(
-                    f"unpaired set_flag({event.name}, {eid}) from {event.src.label} to {event.dst.label} "
-                    f"in block {self.block_idx}: it was never waited for; on hardware the stray flag "
-                    f"corrupts the next kernel's synchronisation",
-                    hint=f"add wait_flag({event.name}, {eid}) before the kernel returns",
-                    where=format_site(site), event=event, event_id=eid), self.mode)
-            for q in self.queues:
-                q._check_at_end()
+        # sync and queue checks run in every sanitize mode ("off" only skips races)
+        for (event, eid), (_, _, site) in list(self.flags.items()):
+            report(SyncError(
+                f"unpaired set_flag({event.name}, {eid}) from {event.src.label} to {event.dst.label} "
+                f"in block {self.block_idx}: it was never waited for; on hardware the stray flag "
+                f"corrupts the next kernel's synchronisation",
+                hint=f"add wait_flag({event.name}, {eid}) before the kernel returns",
+                where=format_site(site), event=event, event_id=eid), self.mode)
+        for q in self.queues:
+            q._check_at_end()
         return max(max(self.pipe_free), self.scalar_t)
 
 

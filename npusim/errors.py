@@ -81,8 +81,8 @@ class SanitizerWarning(UserWarning):
 
 
 def report(exc: SanitizerError, mode: str) -> None:
-    """Raise ``exc`` (mode "error"), or warn about it when it is recoverable and mode is "warn"."""
-    if mode == "error" or not exc.recoverable:
+    """Raise ``exc``, or warn about it when it is recoverable and mode is "warn". Mode "off" only turns the
+    race checker off (races are then never detected), so everything reported still raises."""
+    if mode != "warn" or not exc.recoverable:
         raise exc
-    if mode == "warn":
-        warnings.warn(f"{type(exc).__name__}: {exc}", SanitizerWarning, stacklevel=4)
+    warnings.warn(f"{type(exc).__name__}: {exc}", SanitizerWarning, stacklevel=4)

@@ -53,7 +53,9 @@ class TPipe:
         """Reserve memory for a queue (``init_buffer(que, num, length)``) or a TBuf
         (``init_buffer(buf, length)``). ``length`` is in bytes per block, rounded up to 32 B."""
         if isinstance(target, TBuf):
-            length, num = (num if length is None else length), 1
+            if length is not None:
+                raise UsageError("a TBuf has one buffer: init_buffer(buf, length) (no buffer count)")
+            length, num = num, 1
         elif not isinstance(target, TQue):
             raise UsageError(f"init_buffer needs a TQue, TQueBind or TBuf, not {type(target).__name__}")
         if length is None:
@@ -223,7 +225,7 @@ class TQue:
         for slot in self.slots:
             if slot.state in (Slot.ALLOCATED, Slot.QUEUED, Slot.DEQUEUED):
                 report(QueueError(
-                    f"kernel ended with {slot.label} of '{self.name}' still {slot.state} (taken at "
+                    f"kernel ended with buffer {slot.label} of queue '{self.name}' still {slot.state} (taken at "
                     f"{format_site(slot.site)}): its data was never consumed or its buffer never freed",
                     hint="every alloc_tensor needs an enque/deque pair and a free_tensor",
                     where=format_site(slot.site)), self.core.mode)

@@ -80,7 +80,9 @@ def queue_pipes(src: TPosition, dst: TPosition | None, has_fixpipe: bool) -> tup
     if dst is not None and dst != src:
         key = (src, dst)
         if key not in _BOUND:
-            raise ValueError(f"TQueBind({src.name}, {dst.name}) is not a supported pair; "
+            from .errors import UsageError
+
+            raise UsageError(f"TQueBind({src.name}, {dst.name}) is not a supported pair; "
                              f"supported: {', '.join(f'{a.name}->{b.name}' for a, b in _BOUND)}")
         return _BOUND[key]
     if src == TPosition.CO1:
@@ -88,7 +90,9 @@ def queue_pipes(src: TPosition, dst: TPosition | None, has_fixpipe: bool) -> tup
     try:
         return _QUEUE[src]
     except KeyError:
-        raise ValueError(f"{src.name} has no queue; use a TBuf for scratch space at {src.name}") from None
+        from .errors import UsageError
+
+        raise UsageError(f"{src.name} has no queue; use a TBuf for scratch space at {src.name}") from None
 
 
 _QUEUE = {

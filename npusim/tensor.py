@@ -72,8 +72,14 @@ class GlobalTensor:
         return self.buf.addr + (self.offset + elem) * self.dtype.itemsize
 
     def check_range(self, start: int, count: int, op: str, site) -> None:
-        """Elements [start, start+count) from this view must lie inside the allocation."""
+        """Elements [start, start+count) from this view must lie inside the view and the allocation."""
         lo = self.offset + start
+        if 0 <= lo and lo + count <= self.buf.flat.size and start + count > self.size:
+            raise OutOfBoundsError(
+                f"{op} touches elements [{start}, {start + count}) of the slice {self.name}"
+                f"[{self.offset}:{self.offset + self.size}], which has {self.size} elements",
+                hint="make the slice as long as the copy, or copy fewer elements",
+                where=format_site(site), tensor=self.name, range=(lo, lo + count), size=self.size)
         if lo < 0 or lo + count > self.buf.flat.size or count < 0:
             n = self.buf.flat.size
             raise OutOfBoundsError(
@@ -225,7 +231,11 @@ def _slice(key, size: int, what: str, strict: bool = True) -> tuple[int, int]:
         stop = size if key.stop is None else int(key.stop)
     else:
         raise UsageError(f"{what}: index with an element offset, e.g. t[offset:] or t[a:b]")
-    if not strict:
+    if not strict:  # GM: Python's negative indices, no bounds check (the instruction reports exactly)
+        if start < 0:
+            start += size
+        if stop < 0:
+            stop += size
         return start, max(0, stop - start)
     if start < 0 or start > size or stop < start or stop > size:
         raise OutOfBoundsError(f"{what}[{start}:{stop}] is outside its {size} elements",

@@ -75,11 +75,16 @@ UTILIZATION_TARGET = 0.35
 TARGET_SHAPE = (1024, 1024, 1024)
 
 
-def matmul_tiling(tiling: MatmulTiling) -> None:
-    """Lab 03, exercise 2: with ``tiling``, the reference matmul reaches the Cube utilisation target on
+def matmul_tiling(tiling) -> None:
+    """Lab 03, exercise 2: with ``tiling`` (a MatmulTiling, or a function returning one), the reference matmul reaches the Cube utilisation target on
     1024 x 1024 x 1024 fp16 -> fp32 (one core)."""
     __tracebackhide__ = True
     name = "matmul_tiling"
+    if callable(tiling):
+        try:
+            tiling = tiling()
+        except NotImplementedError as e:
+            raise CheckFailed(name, f"not finished yet ({e})") from None
     if not isinstance(tiling, MatmulTiling):
         raise CheckFailed(name, f"expected a MatmulTiling(base_m, base_n, base_k, buffer_num), got {tiling!r}")
     m, k, n = TARGET_SHAPE

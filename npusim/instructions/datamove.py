@@ -201,6 +201,9 @@ def data_copy_pad(dst, src, params, pad_params: DataCopyPadExtParams | None = No
         raise UsageError(f"data_copy_pad moves GM <-> UB, not {smem} -> {dmem}")
     route = _route(core, dst, src, "data_copy_pad", site)
     isz = src.dtype.itemsize
+    if isinstance(params, DataCopyParams):
+        raise UsageError("data_copy_pad takes an element count or DataCopyExtParams (block_len in bytes), "
+                         "not DataCopyParams (32 B units, for data_copy)")
     if not isinstance(params, DataCopyExtParams):
         params = DataCopyExtParams(1, check_count(params, "data_copy_pad") * isz, 0, 0)
     p = params
@@ -501,7 +504,8 @@ def fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParams) -> None:
         res = (res.astype(np.float64) * sv).astype(np.float32)
     if p.relu:
         res = np.maximum(res, res.dtype.type(0))
-    out = cast(res, dst.dtype, RoundMode.CAST_RINT) if res.dtype != dst.dtype else res
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is the hardware's answer
+        out = cast(res, dst.dtype, RoundMode.CAST_RINT) if res.dtype != dst.dtype else res
     _view(dst.buf.raw, dst.offset * osz, (m, n), (dst_stride * osz, osz), dst.dtype)[...] = out
     l0c_bytes = src_m * n1 * 16 * src.dtype.itemsize
     cfg = core.cfg

@@ -50,7 +50,8 @@ def _fractals(rows: int, cols: int, k0: int) -> tuple[int, int]:
 
 @ns.kernel
 def matmul(a, b, c, m: int, n: int, k: int, tiling: MatmulTiling = MatmulTiling()) -> None:
-    """``c[:m, :n] = a[:m, :k] @ b[:k, :n]`` (row-major ND in GM), fp16/bf16 -> fp32/fp16 or int8 -> int32."""
+    """``c[:m, :n] = a[:m, :k] @ b[:k, :n]`` (row-major ND in GM), fp16/bf16 -> fp32/fp16. (int8 and fp32
+    need B in the ZN layout without a per-fractal transpose: see the conv2d kernels' FRACTAL_Z weights.)"""
     t = tiling
     cfg = ns.get_core_config()
     dt = a.dtype
@@ -172,6 +173,9 @@ def run_matmul(a: np.ndarray, b: np.ndarray, *, out_dtype=np.float32, tiling: Ma
     k2, n = b.shape
     if k != k2:
         raise ValueError(f"inner sizes differ: a is {a.shape}, b is {b.shape}")
+    if a.dtype.itemsize != 2:
+        raise ns.UsageError(f"run_matmul takes fp16 or bf16 inputs, not {a.dtype}: the kernel transposes B "
+                            f"per 16x16 fractal in load_data, which needs a 16-bit type")
     tiling.check(cfg, a.dtype, out_dtype)
     c = np.zeros((m, n), dtype=out_dtype)
     return ns.launch(matmul, block_dim, np.ascontiguousarray(a), np.ascontiguousarray(b), c, m, n, k, tiling,
