@@ -69,7 +69,10 @@ class ConvGeometry:
         (sh, sw), (ph, pw), (dh, dw) = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
         if min(sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
             raise ns.UsageError("conv2d: stride and dilation must be >= 1 and padding >= 0")
-        dtype = ns.dtypes.name(dtype)
+        try:
+            dtype = ns.dtypes.name(dtype)
+        except TypeError:
+            dtype = str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype
         if dtype not in OUT_DTYPES:
             raise ns.DtypeError(f"conv2d takes {', '.join(OUT_DTYPES)} inputs, not {dtype}")
         out_dtype = ns.dtypes.name(out_dtype) if out_dtype is not None else OUT_DTYPES[dtype][0]

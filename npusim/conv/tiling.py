@@ -143,7 +143,8 @@ class ConvTiling:
         if self.rows < 1 or self.rows > g.ho:
             bad.append(f"rows={self.rows} must be in 1..{g.ho} (output rows)")
         if self.cols < 1 or self.cols > g.wo or (self.cols % 16 and self.cols != g.wo):
-            bad.append(f"cols={self.cols} must be a multiple of 16 or the whole output width {g.wo}")
+            bad.append(f"cols={self.cols} must be at most the output width {g.wo}, and a multiple of 16 "
+                       f"unless it is the whole width")
         if self.variant == "img2col" and self.cols != g.wo:
             bad.append(f"img2col takes whole output rows: cols must be {g.wo}")
         if self.cin_block < 1 or (self.cin_block % c0 and self.cin_block < g.cin):
@@ -158,6 +159,8 @@ class ConvTiling:
                 bad.append(f"m_tile={self.m_tile} must be a positive multiple of 16 (whole fractal rows)")
             if self.k_tile < c0 or self.k_tile % c0:
                 bad.append(f"k_tile={self.k_tile} must be a positive multiple of C0={c0}")
+        if self.variant in ("direct", "reuse") and needs_staging(g) and g.pw * g.isz > 32:
+            bad.append(f"padding {g.pw} columns = {g.pw * g.isz} B: DataCopyPad inserts at most 32 B per side")
         for name in ("l1_buffers", "l0_buffers", "l0c_buffers"):
             if getattr(self, name) < 1:
                 bad.append(f"{name} must be >= 1")

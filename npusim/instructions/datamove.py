@@ -143,6 +143,56 @@ def _route(core, dst, src, op, site):
     return route
 
 
+_FREE, _QUEUED = "free", "enqueued"
+
+
+def _fast_copy(core, dst, src, count: int, site) -> bool:
+    """The common case of data_copy, GM <-> UB or GM -> L1 contiguous and valid, in one tight function.
+    Returns False (doing nothing) whenever anything is unusual: the general path then handles it, with
+    its messages."""
+    if type(src) is GlobalTensor and type(dst) is LocalTensor:
+        g, loc, load = src, dst, True
+    elif type(src) is LocalTensor and type(dst) is GlobalTensor:
+        g, loc, load = dst, src, False
+    else:
+        return False
+    mem = loc.slot.memory
+    if mem.name == "UB":
+        pipe, path = (MTE2, "GM->UB") if load else (MTE3, "UB->GM")
+    elif mem.name == "L1" and load:
+        pipe, path = MTE2, "GM->L1"
+    else:
+        return False
+    cfg = core.cfg
+    isz = g.dtype.itemsize
+    nbytes = count * isz
+    slot = loc.slot
+    if (g.dtype != loc.dtype or nbytes % 32 or loc.addr % (cfg.ub_align_bytes if mem.name == "UB" else
+                                                           cfg.l1_align_bytes)
+            or g.offset < 0 or g.offset + count > g.buf.flat.size or count > g.size
+            or slot.gen != loc.gen or slot.state == _FREE or slot.state == _QUEUED or count > loc.size):
+        return False
+    if core.check:
+        vc = core.epoch(pipe)
+        ep = vc[pipe]
+        blk = core.block_idx
+        glo = g.offset * isz
+        g_w = not load
+        g.buf.tracker.access(glo, glo + nbytes, g_w, blk, pipe, vc, ep, site, "data_copy", core.mode)
+        mem.tracker.access(loc.addr, loc.addr + nbytes, load, blk, pipe, vc, ep, site, "data_copy", core.mode,
+                           key=slot.addr)
+    gv = g.buf.flat[g.offset:g.offset + count]
+    lv = loc.view()[:count]
+    if load:
+        np.copyto(lv, gv)
+    else:
+        np.copyto(gv, lv)
+    cost = cfg.gm_startup_cycles + costs.gm_burst_cycles(cfg, g.byte_addr(), nbytes, core.gm_rate)
+    core.issue(pipe, cost, "data_copy", nbytes, site)
+    core.path_bytes[path] = core.path_bytes.get(path, 0) + nbytes
+    return True
+
+
 def data_copy(dst, src, arg) -> None:
     """DataCopy. ``arg`` is an element count (contiguous), a :class:`DataCopyParams` (blocked/strided,
     32 B units), or an :class:`Nd2NzParams` (GM ND -> L1 NZ).
@@ -153,6 +203,8 @@ def data_copy(dst, src, arg) -> None:
     """
     core = current()
     site = call_site()
+    if type(arg) is int and arg > 0 and _fast_copy(core, dst, src, arg, site):
+        return
     if isinstance(arg, Nd2NzParams):
         return _nd2nz(core, dst, src, arg, site)
     route = _route(core, dst, src, "data_copy", site)

@@ -55,9 +55,35 @@ def _done(core, op, count, isz, site, complex_op=False, flops_per_elem=1):
     core.vector_ideal_cycles += count * isz / core.cfg.vector_bytes_per_cycle
 
 
+def _fast_operands(core, count, *ts) -> bool:
+    """All operands live UB tensors of one allowed dtype with ``count`` elements: the checks of
+    :func:`_prep` pass (it runs when this says no, to report the problem)."""
+    d = ts[0].dtype
+    for t in ts:
+        slot = getattr(t, "slot", None)
+        if (slot is None or slot.memory.name != "UB" or t.dtype != d or slot.gen != t.gen
+                or slot.state == "free" or slot.state == "enqueued" or count > t.size):
+            return False
+    return True
+
+
 def _binary(op, fn, allowed=_NUMERIC):
     def instr(dst, src0, src1, count: int) -> None:
-        core, site, count = _prep(op, dst, (src0, src1), count, allowed)
+        core = current()
+        if type(count) is int and count > 0 and dst.dtype in allowed and _fast_operands(core, count, dst, src0,
+                                                                                          src1):
+            site = call_site()
+            if core.check:
+                vc = core.epoch(V)
+                ep = vc[V]
+                blk = core.block_idx
+                mode = core.mode
+                for t, w in ((src0, False), (src1, False), (dst, True)):
+                    lo = t.addr
+                    t.slot.memory.tracker.access(lo, lo + count * t.dtype.itemsize, w, blk, V, vc, ep, site, op,
+                                                 mode, key=t.slot.addr)
+        else:
+            core, site, count = _prep(op, dst, (src0, src1), count, allowed)
         with np.errstate(all="ignore"):
             fn(src0.view()[:count], src1.view()[:count], out=dst.view()[:count])
         _done(core, op, count, dst.dtype.itemsize, site, complex_op=(op == "div"))
