@@ -134,10 +134,18 @@ class HardwareConfig:
             if kind in (int, (int, float)) and v <= 0:
                 raise ValueError(f"HardwareConfig.{f.name} must be > 0, got {v!r}")
         object.__setattr__(self, "cube_macs_per_cycle", MappingProxyType(dict(self.cube_macs_per_cycle)))
+        object.__setattr__(self, "_key", tuple(
+            tuple(sorted(v.items())) if isinstance(v, Mapping) else v
+            for v in (getattr(self, f.name) for f in dataclasses.fields(self))))
         if self.gm_unaligned_efficiency > 1:
             raise ValueError("HardwareConfig.gm_unaligned_efficiency is a factor in (0, 1]")
 
     # ---------------------------------------------------------------------------------------------
+    @property
+    def key(self) -> tuple:
+        """A hashable value that identifies this configuration (all fields), e.g. for caches."""
+        return self._key
+
     def replace(self, **changes) -> "HardwareConfig":
         """A copy with some fields changed, e.g. ``a2.replace(name="a2-small-ub", ub_bytes=96*1024)``."""
         return dataclasses.replace(self, **changes)

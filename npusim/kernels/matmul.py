@@ -180,3 +180,72 @@ def run_matmul(a: np.ndarray, b: np.ndarray, *, out_dtype=np.float32, tiling: Ma
     c = np.zeros((m, n), dtype=out_dtype)
     return ns.launch(matmul, block_dim, np.ascontiguousarray(a), np.ascontiguousarray(b), c, m, n, k, tiling,
                      config=cfg, sanitize=sanitize)
+
+
+@ns.kernel
+def matmul_int8(a, b_zn, deq_scale, c, m: int, n: int, k: int, tiling: MatmulTiling = MatmulTiling()) -> None:
+    """``c = (a @ b) * deq_scale[col]`` with int8 ``a`` (m x k, ND), int8 ``b`` given in ZN fractals
+    ``(K1, N1, 16, 32)`` (weights are packed once on the host, as real frameworks pack them), int8 x int8
+    -> int32 on the Cube, and dequantisation to fp16 in Fixpipe with one fp32 scale per output column
+    (``deq_scale``, ``n`` values padded to a multiple of 16)."""
+    t = tiling
+    k0 = 32
+    if t.base_k % k0 or t.base_n % 16:
+        raise ns.UsageError(f"int8 tiling needs base_k a multiple of 32 and base_n of 16, got {t}")
+    n1_total = b_zn.shape[1]
+    bm16 = -(-t.base_m // 16) * 16
+    pipe = ns.TPipe()
+    q_a1, q_b1 = ns.TQue(ns.TPosition.A1), ns.TQue(ns.TPosition.B1)
+    q_a2, q_b2 = ns.TQue(ns.TPosition.A2), ns.TQue(ns.TPosition.B2)
+    q_co1 = ns.TQue(ns.TPosition.CO1)
+    scale_buf = ns.TBuf(ns.TPosition.A1)  # read by Fixpipe: no queue pairs MTE2 with FIX, so flags do it
+    pipe.init_buffer(q_a1, t.buffer_num, bm16 * t.base_k)
+    pipe.init_buffer(q_b1, t.buffer_num, t.base_k * t.base_n)
+    pipe.init_buffer(q_a2, t.buffer_num, bm16 * t.base_k)
+    pipe.init_buffer(q_b2, t.buffer_num, t.base_k * t.base_n)
+    pipe.init_buffer(q_co1, t.buffer_num, bm16 * t.base_n * 4)
+    pipe.init_buffer(scale_buf, t.base_n * 4)
+    first = True
+    tiles_m, tiles_n = -(-m // t.base_m), -(-n // t.base_n)
+    for tile in range(ns.get_block_idx(), tiles_m * tiles_n, ns.get_block_num()):
+        i0, j0 = (tile // tiles_n) * t.base_m, (tile % tiles_n) * t.base_n
+        tm, tn = min(t.base_m, m - i0), min(t.base_n, n - j0)
+        m1, n1 = -(-tm // 16), -(-tn // 16)
+        c_l0 = q_co1.alloc_tensor(ns.int32)
+        for kk in range(0, k, t.base_k):
+            tk = min(t.base_k, k - kk)
+            k1 = -(-tk // k0)
+            a_l1 = q_a1.alloc_tensor(ns.int8)
+            copy_strips(a_l1, a[i0 * k + kk:], tm, tk, k)
+            q_a1.enque(a_l1)
+            b_l1 = q_b1.alloc_tensor(ns.int8)  # k1 rows of n1 ZN fractals, each row contiguous in GM
+            ns.data_copy(b_l1, b_zn[((kk // k0) * n1_total + j0 // 16) * 512:],
+                         ns.DataCopyParams(block_count=k1, block_len=n1 * 16, src_stride=(n1_total - n1) * 16))
+            q_b1.enque(b_l1)
+            a_l1, b_l1 = q_a1.deque(), q_b1.deque()
+            a_l0 = q_a2.alloc_tensor(ns.int8)
+            ns.load_data(a_l0, a_l1, ns.LoadData2DParams(repeat_times=m1 * k1))
+            q_a2.enque(a_l0)
+            b_l0 = q_b2.alloc_tensor(ns.int8)
+            ns.load_data(b_l0, b_l1, ns.LoadData2DParams(repeat_times=k1 * n1))
+            q_b2.enque(b_l0)
+            q_a1.free_tensor(a_l1)
+            q_b1.free_tensor(b_l1)
+            a_l0, b_l0 = q_a2.deque(), q_b2.deque()
+            ns.mmad(c_l0, a_l0, b_l0, ns.MmadParams(tm, tn, tk, cmatrix_init_val=(kk == 0)))
+            q_a2.free_tensor(a_l0)
+            q_b2.free_tensor(b_l0)
+        s_l1 = scale_buf.get(ns.float32)
+        if not first:
+            ns.wait_flag(ns.HardEvent.FIX_MTE2, 0)  # the previous Fixpipe has read the old scales
+        ns.data_copy(s_l1, deq_scale[j0:], n1 * 16)
+        ns.set_flag(ns.HardEvent.MTE2_FIX, 0)       # the new scales are in L1...
+        ns.wait_flag(ns.HardEvent.MTE2_FIX, 0)      # ...before Fixpipe reads them
+        q_co1.enque(c_l0)
+        c_l0 = q_co1.deque()
+        ns.fixpipe(c[i0 * n + j0:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=n, deq_scale=s_l1))
+        ns.set_flag(ns.HardEvent.FIX_MTE2, 0)
+        first = False
+        q_co1.free_tensor(c_l0)
+    if not first:
+        ns.wait_flag(ns.HardEvent.FIX_MTE2, 0)
