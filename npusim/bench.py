@@ -118,7 +118,7 @@ def run(repeat: int = 5, only: list[str] | None = None) -> int:
 
 
 #: Modules whose import registers more cases (defined next to the code they measure).
-PLUGINS: tuple[str, ...] = ("npusim.views.bench_cases",)
+PLUGINS: tuple[str, ...] = ("npusim.views.bench_cases", "npusim.conv.bench_cases")
 
 
 def _load_plugins() -> None:

@@ -48,9 +48,12 @@ def gm_dma_cycles(cfg: HardwareConfig, bursts, rate: float) -> float:
 def gm_dma_cycles_uniform(cfg: HardwareConfig, first_addr: int, count: int, nbytes: int,
                           stride_bytes: int, rate: float) -> float:
     """:func:`gm_dma_cycles` for ``count`` bursts of ``nbytes`` each, ``stride_bytes`` apart (the usual
-    strided copy), computed without a Python loop over the bursts. Same formula."""
+    strided copy), computed without a Python loop over the bursts. Same formula; blocks that follow each
+    other without a gap (``stride_bytes == nbytes``) are one contiguous burst."""
     if count <= 0:
         return float(cfg.gm_startup_cycles)
+    if count > 1 and stride_bytes == nbytes:  # back-to-back blocks are one contiguous burst
+        nbytes, count = nbytes * count, 1
     align = burst_align(cfg, nbytes)
     if stride_bytes % align == 0 or count == 1:
         n_aligned = count if first_addr % align == 0 else 0

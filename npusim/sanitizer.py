@@ -16,15 +16,16 @@ import sys
 from .errors import RaceError, report
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
-_TEACHING_DIRS = (os.path.join(_PKG_DIR, "kernels"),)
+# The simulator itself: the package's top-level modules and the instruction set. Everything else
+# (reference kernels, conv2d, operators, checks, the learner's notebook) is "the kernel's code".
+_SIM_DIRS = (_PKG_DIR, os.path.join(_PKG_DIR, "instructions"))
 _internal_cache: dict[str, bool] = {}
 
 
 def _is_internal(filename: str) -> bool:
     r = _internal_cache.get(filename)
     if r is None:
-        path = os.path.abspath(filename)
-        r = path.startswith(_PKG_DIR + os.sep) and not path.startswith(_TEACHING_DIRS)
+        r = os.path.dirname(os.path.abspath(filename)) in _SIM_DIRS
         _internal_cache[filename] = r
     return r
 

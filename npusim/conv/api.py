@@ -25,7 +25,7 @@ import npusim as ns
 
 from . import host
 from .direct import conv2d_direct
-from .geometry import ConvGeometry
+from .geometry import ConvGeometry, dtype_of
 from .img2col import conv2d_img2col
 from .layout import conv2d_layout
 from .reuse import conv2d_reuse
@@ -120,7 +120,8 @@ def _prepare(variant: str, x, w, bias, stride, padding, dilation, out_dtype, til
         t = choose_tiling(g, cfg, variant)
     else:
         if not isinstance(tiling, ConvTiling):
-            raise ns.UsageError(f"tiling must be a ConvTiling (see npusim.conv.choose_tiling), not {type(tiling).__name__}")
+            raise ns.UsageError(f"tiling must be a ConvTiling (see npusim.conv.choose_tiling), "
+                                f"not {type(tiling).__name__}")
         if tiling.variant != variant:
             raise ns.UsageError(f"a tiling for '{tiling.variant}' was given to the '{variant}' variant")
         t = tiling
@@ -140,7 +141,7 @@ def _launch_result(variant, out, prof, t, g, transforms, work) -> ConvResult:
 
 def _rowwise_const(g: ConvGeometry, b) -> np.ndarray:
     """[bias column (ZZ, N1 fractals), ones fractal] for the row-wise variants."""
-    bias = b if b is not None else np.zeros(g.cout, dtype=ns.dtypes.as_dtype(g.dtype))
+    bias = b if b is not None else np.zeros(g.cout, dtype=dtype_of(g.dtype))
     return np.concatenate([host.bias_column_zz(bias, g), host.ones_fractal(g)])
 
 
@@ -148,7 +149,7 @@ def _nchw_variant(kernel, variant, x, w, bias, stride, padding, dilation, out_dt
                   block_dim, sanitize) -> ConvResult:
     cfg, x, g, t, b, wz, work = _prepare(variant, x, w, bias, stride, padding, dilation, out_dtype, tiling, config)
     ws = np.empty(workspace_shape(g, block_dim), dtype=x.dtype)
-    y = np.empty((g.n, g.cout, g.ho, g.wo), dtype=ns.dtypes.as_dtype(g.out_dtype))
+    y = np.empty((g.n, g.cout, g.ho, g.wo), dtype=dtype_of(g.out_dtype))
     res = ns.launch(kernel, block_dim, x, ws, wz, _rowwise_const(g, b), y, g, t, b is not None, config=cfg,
                     sanitize=sanitize)
     if needs_staging(g):
@@ -177,7 +178,7 @@ def run_layout(x, w, bias=None, stride=1, padding=0, dilation=1, *, out_dtype=No
     """Variant c (+ layout): NCHW -> padded NC1HWC0 on the device, then the reuse kernel on long runs."""
     cfg, x, g, t, b, wz, work = _prepare("layout", x, w, bias, stride, padding, dilation, out_dtype, tiling, config)
     x5p, tprof = to_nc1hwc0(x, (g.ph, g.pw), config=cfg, block_dim=block_dim, sanitize=sanitize)
-    y = np.empty((g.n, g.cout, g.ho, g.wo), dtype=ns.dtypes.as_dtype(g.out_dtype))
+    y = np.empty((g.n, g.cout, g.ho, g.wo), dtype=dtype_of(g.out_dtype))
     res = ns.launch(conv2d_layout, block_dim, x5p, wz, _rowwise_const(g, b), y, g, t, b is not None, config=cfg,
                     sanitize=sanitize)
     return _launch_result("layout", res["y"], res.profile, t, g, {"nchw_to_nc1hwc0": tprof}, work)
@@ -188,9 +189,9 @@ def run_img2col(x, w, bias=None, stride=1, padding=0, dilation=1, *, out_dtype=N
     """Variant d (+ img2col on the Cube): NC1HWC0 input, load_data_3d, NHWC out, then NHWC -> NCHW."""
     cfg, x, g, t, b, wz, work = _prepare("img2col", x, w, bias, stride, padding, dilation, out_dtype, tiling, config)
     x5, p_in = to_nc1hwc0(x, config=cfg, block_dim=block_dim, sanitize=sanitize)
-    bias_row = b if b is not None else np.zeros(g.cout, dtype=ns.dtypes.as_dtype(g.dtype))
+    bias_row = b if b is not None else np.zeros(g.cout, dtype=dtype_of(g.dtype))
     const = np.concatenate([host.ones_fractal(g), host.bias_row_zn(bias_row, g)])
-    y = np.empty((g.n, g.ho, g.wo, g.cout), dtype=ns.dtypes.as_dtype(g.out_dtype))
+    y = np.empty((g.n, g.ho, g.wo, g.cout), dtype=dtype_of(g.out_dtype))
     res = ns.launch(conv2d_img2col, block_dim, x5, wz, const, y, g, t, b is not None, config=cfg, sanitize=sanitize)
     out, p_out = to_nchw(res["y"], config=cfg, block_dim=block_dim, sanitize=sanitize)
     return _launch_result("img2col", out, res.profile, t, g, {"nchw_to_nc1hwc0": p_in, "nhwc_to_nchw": p_out}, work)

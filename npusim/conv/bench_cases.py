@@ -25,7 +25,8 @@ def bench_conv2d_img2col(repeat: int) -> dict:
     L = REFERENCE_LAYER
     rng = np.random.default_rng(0)
     x = rng.standard_normal((L["n"], L["cin"], L["h"], L["w"])).astype(np.float16)
-    w = (rng.standard_normal((L["cout"], L["cin"], L["k"], L["k"])) / np.sqrt(L["cin"] * L["k"] ** 2)).astype(np.float16)
+    k = L["cin"] * L["k"] ** 2
+    w = (rng.standard_normal((L["cout"], L["cin"], L["k"], L["k"])) / np.sqrt(k)).astype(np.float16)
     w_mat = w.reshape(L["cout"], -1).T.astype(np.float32)          # (Cin*Kh*Kw, Cout), columns in (c, i, j) order
 
     def floor() -> np.ndarray:
@@ -34,7 +35,6 @@ def bench_conv2d_img2col(repeat: int) -> dict:
 
     sim_s, np_s, res = measure(lambda: run_img2col(x, w, padding=L["pad"], stride=L["stride"]), floor, repeat)
     ref = floor().astype(np.float64)
-    k = L["cin"] * L["k"] ** 2
     tol = np.sqrt(k) * 2.0 ** -11
     assert np.allclose(res.output.astype(np.float64), ref, rtol=4 * tol, atol=4 * tol * np.abs(ref).max())
     p = res.profile

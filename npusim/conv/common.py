@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import numpy as np
+
 import npusim as ns
 
 FRACTAL_BYTES = 512
@@ -15,7 +17,7 @@ FRACTAL_BYTES = 512
 
 def fractal(dtype) -> int:
     """Elements in one 512 B fractal of ``dtype``."""
-    return FRACTAL_BYTES // ns.dtypes.itemsize(dtype)
+    return FRACTAL_BYTES // np.dtype(dtype).itemsize
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -42,17 +44,21 @@ class Drain:
     """Moves a finished accumulator tile from L0C to GM as ND rows, cast to the output dtype.
 
     On A2 that is one Fixpipe (PIPE_FIX): NZ -> ND and the cast happen on the way out. The 'classic' core
-    has no Fixpipe: the tile goes L0C -> UB on the vector pipe, is cast there, and leaves through MTE3,
-    one DataCopyPad per 16-column block of the NZ tile (a 16-column block holds 16 elements of every row).
+    has no Fixpipe, so the vector pipe does it in UB: L0C -> UB (fp32 NZ), cast, then NZ -> ND by one
+    blocked UB -> UB copy per 16-column block (a block holds 16 elements of every row), and MTE3 writes
+    the rows out with one DataCopyPad: one burst per row, instead of one per row and 16 columns.
     """
 
     def __init__(self, pipe: ns.TPipe, acc_dtype, out_dtype, tile_elems: int, buffer_num: int = 2):
         self.via_ub = not ns.get_core_config().has_fixpipe
         if self.via_ub:
+            osz = np.dtype(out_dtype).itemsize
             self.acc_ub = ns.TBuf(ns.TPosition.VECCALC)   # written and read by V only: no sync needed
+            self.nz_ub = ns.TBuf(ns.TPosition.VECCALC)
             self.q_out = ns.TQue(ns.TPosition.VECOUT)     # V -> MTE3
-            pipe.init_buffer(self.acc_ub, tile_elems * ns.dtypes.itemsize(acc_dtype))
-            pipe.init_buffer(self.q_out, buffer_num, tile_elems * ns.dtypes.itemsize(out_dtype))
+            pipe.init_buffer(self.acc_ub, tile_elems * np.dtype(acc_dtype).itemsize)
+            pipe.init_buffer(self.nz_ub, tile_elems * osz)
+            pipe.init_buffer(self.q_out, buffer_num, tile_elems * osz)
 
     def __call__(self, dst, c_l0, m: int, n: int, src_rows: int, dst_stride: int) -> None:
         """Write rows ``0..m-1``, columns ``0..n-1`` of the NZ tile ``c_l0`` (``src_rows`` rows per 16-column
@@ -65,21 +71,25 @@ class Drain:
         acc = self.acc_ub.get(c_l0.dtype, count)
         ns.data_copy(acc, c_l0, count)
         out = self.q_out.alloc_tensor(dst.dtype)
-        if out.dtype != acc.dtype:
-            ns.cast(out, acc, ns.RoundMode.CAST_RINT, count)
+        esz = out.dtype.itemsize
+        nz = self.nz_ub.get(dst.dtype, count) if n1 > 1 else out
+        if nz.dtype != acc.dtype:
+            ns.cast(nz, acc, ns.RoundMode.CAST_RINT, count)
         else:
-            ns.data_copy(out, acc, count)
+            ns.data_copy(nz, acc, count)
+        unit = 16 * esz // 32   # one 16-element row of a block, in 32 B units
+        for j in range(n1 if n1 > 1 else 0):   # NZ -> ND: block j's rows go to columns 16j..16j+15
+            ns.data_copy(out[j * 16:], nz[j * src_rows * 16:],
+                         ns.DataCopyParams(block_count=m, block_len=unit, src_stride=0, dst_stride=(n1 - 1) * unit))
         self.q_out.enque(out)
         out = self.q_out.deque()
-        esz = out.dtype.itemsize
-        if n == 16 and dst_stride == 16:  # one block whose rows follow each other in GM: one plain copy
-            ns.data_copy(dst, out, m * 16)
+        row = n1 * 16 * esz     # bytes between rows in UB
+        if n * esz == row and dst_stride == n:   # rows follow each other in GM too: one plain copy
+            ns.data_copy(dst, out, m * n)
         else:
-            for j in range(n1):
-                w = min(16, n - j * 16)
-                ub_gap = (16 * esz - round_up(w * esz, 32)) // 32  # UB rows of a block are 16 elements apart
-                ns.data_copy_pad(dst[j * 16:], out[j * src_rows * 16:], ns.DataCopyExtParams(
-                    block_count=m, block_len=w * esz, src_stride=ub_gap, dst_stride=(dst_stride - w) * esz))
+            ns.data_copy_pad(dst, out, ns.DataCopyExtParams(block_count=m, block_len=n * esz,
+                                                            src_stride=(row - round_up(n * esz, 32)) // 32,
+                                                            dst_stride=(dst_stride - n) * esz))
         self.q_out.free_tensor(out)
 
 

@@ -23,6 +23,20 @@ OUT_DTYPES = {
 }
 
 
+DTYPES = {"float16": ns.float16, "bfloat16": ns.bfloat16, "float32": ns.float32, "int8": ns.int8, "int32": ns.int32}
+"""Element types by name (numpy dtypes; bfloat16 from ml_dtypes, as npusim exports it)."""
+
+
+def dtype_of(name: str) -> np.dtype:
+    """The numpy dtype of an element type name."""
+    return DTYPES[name]
+
+
+def name_of(dtype) -> str:
+    """The name of a dtype-like (``np.float16``, ``"float16"``, ``ns.bfloat16``)."""
+    return dtype if isinstance(dtype, str) else np.dtype(dtype).name
+
+
 def pair(v, what: str) -> tuple[int, int]:
     """``3`` -> ``(3, 3)``; ``(1, 2)`` stays; anything else is a UsageError."""
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
@@ -69,13 +83,10 @@ class ConvGeometry:
         (sh, sw), (ph, pw), (dh, dw) = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
         if min(sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
             raise ns.UsageError("conv2d: stride and dilation must be >= 1 and padding >= 0")
-        try:
-            dtype = ns.dtypes.name(dtype)
-        except TypeError:
-            dtype = str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype
+        dtype = name_of(dtype)
         if dtype not in OUT_DTYPES:
             raise ns.DtypeError(f"conv2d takes {', '.join(OUT_DTYPES)} inputs, not {dtype}")
-        out_dtype = ns.dtypes.name(out_dtype) if out_dtype is not None else OUT_DTYPES[dtype][0]
+        out_dtype = name_of(out_dtype) if out_dtype is not None else OUT_DTYPES[dtype][0]
         if out_dtype not in OUT_DTYPES[dtype]:
             raise ns.DtypeError(f"conv2d: {dtype} inputs give {' or '.join(OUT_DTYPES[dtype])} outputs "
                                 f"(through the {'int32' if dtype == 'int8' else 'fp32'} accumulator), "
@@ -90,12 +101,12 @@ class ConvGeometry:
     @property
     def isz(self) -> int:
         """Bytes per input element."""
-        return np.dtype(ns.dtypes.as_dtype(self.dtype)).itemsize
+        return DTYPES[self.dtype].itemsize
 
     @property
     def osz(self) -> int:
         """Bytes per output element."""
-        return ns.dtypes.as_dtype(self.out_dtype).itemsize
+        return DTYPES[self.out_dtype].itemsize
 
     @property
     def acc_dtype(self) -> str:

@@ -14,20 +14,20 @@ import numpy as np
 import npusim as ns
 from npusim import formats
 
-from .geometry import ConvGeometry
+from .geometry import ConvGeometry, dtype_of
 
 
 def fractal_z_weights(w: np.ndarray, g: ConvGeometry) -> np.ndarray:
     """(Cout, Cin, Kh, Kw) -> FRACTAL_Z, flat: fractal ``(k1, n1)`` at ``(k1 * N1 + n1) * 512`` bytes, with
     ``k1 = (c1 * Kh + i) * Kw + j``. Each fractal is 16 output channels x C0 input channels, row-major:
     the ZN fractal of the (K x Cout) matrix and, read the other way, the ZZ fractal of (Cout x K)."""
-    dt = ns.dtypes.as_dtype(g.dtype)
+    dt = dtype_of(g.dtype)
     return formats.weights_to_fractal_z(np.asarray(w).astype(dt)).reshape(-1)
 
 
 def ones_fractal(g: ConvGeometry) -> np.ndarray:
     """One 16 x K0 fractal whose column 0 is 1: the "ones" operand of the bias Mmad (see ``bias_*``)."""
-    f = np.zeros((16, g.c0), dtype=ns.dtypes.as_dtype(g.dtype))
+    f = np.zeros((16, g.c0), dtype=dtype_of(g.dtype))
     f[:, 0] = 1
     return f.reshape(-1)
 
@@ -37,7 +37,7 @@ def bias_column_zz(bias: np.ndarray, g: ConvGeometry) -> np.ndarray:
 
     ``C[cout, pos] = bias_column @ ones_row`` puts ``bias[cout]`` in every position of an L0C tile: the
     first Mmad of a tile (with ``k = 1``) initialises the accumulator with the bias."""
-    col = np.zeros((g.n1 * 16, 1), dtype=ns.dtypes.as_dtype(g.dtype))
+    col = np.zeros((g.n1 * 16, 1), dtype=dtype_of(g.dtype))
     col[:g.cout, 0] = bias
     return formats.nd_to_zz(col).reshape(-1)
 
@@ -45,14 +45,14 @@ def bias_column_zz(bias: np.ndarray, g: ConvGeometry) -> np.ndarray:
 def bias_row_zn(bias: np.ndarray, g: ConvGeometry) -> np.ndarray:
     """Bias as the right matrix (K0 x Cout, row 0 = bias), ZN fractals (1, N1, 16, K0), flat; the
     transposed twin of :func:`bias_column_zz` for kernels whose L0C tile is positions x Cout."""
-    row = np.zeros((1, g.n1 * 16), dtype=ns.dtypes.as_dtype(g.dtype))
+    row = np.zeros((1, g.n1 * 16), dtype=dtype_of(g.dtype))
     row[0, :g.cout] = bias
     return formats.nd_to_zn(row).reshape(-1)
 
 
 def identity_zz(size: int, dtype) -> np.ndarray:
     """The ``size x size`` identity as ZZ fractals (L0A layout), flat: the left matrix of a Cube transpose."""
-    return formats.nd_to_zz(np.eye(size, dtype=ns.dtypes.as_dtype(dtype))).reshape(-1)
+    return formats.nd_to_zz(np.eye(size, dtype=np.dtype(dtype))).reshape(-1)
 
 
 def check_bias(bias, g: ConvGeometry) -> np.ndarray | None:
@@ -67,4 +67,4 @@ def check_bias(bias, g: ConvGeometry) -> np.ndarray | None:
             "conv2d: an int8 convolution with bias is not supported: the int32 bias would have to be added "
             "by Fixpipe (npusim's fixpipe has no bias input) or by the Cube with int8 operands, and an "
             "int32 bias does not fit int8. Add the bias to the int32 output afterwards.")
-    return b.astype(ns.dtypes.as_dtype(g.dtype))
+    return b.astype(dtype_of(g.dtype))

@@ -10,7 +10,8 @@ Data path (A2)::
 
 ``load_data_3d`` gathers every window element from the band in L1, with the padding built in, so the
 input crosses the GM port once (plus the halo rows two bands share) however many taps the kernel has.
-The K order of the im2col columns, ``(c1, kh, kw, c0)``, is the order of FRACTAL_Z weights.
+The K order of the im2col columns, ``(c1, kh, kw, c0)``, is the order of FRACTAL_Z weights, so a block
+of input channels is a contiguous range of K (used when a band of all channels does not fit L1).
 
 L0A only takes ``load_data_3d``, so the im2col matrix is the LEFT operand and each L0C tile is
 (positions x Cout): Fixpipe writes NHWC rows. NCHW needs a transpose; it is the separate
@@ -48,18 +49,26 @@ class KernelImg2col:
             self.pipe.init_buffer(q, plan[name].num, plan[name].length)
         self.drain = Drain(self.pipe, self.acc_dt, y.dtype, t.m_tile * round_up(t.cout_block, 16))
         self.fr = fractal(self.dt)      # elements per fractal
-        self.k_total = g.k1 * g.c0     # im2col columns: C1 * Kh * Kw * C0
 
     # --- the whole kernel ----------------------------------------------------------------------------
     def process(self) -> None:
-        bands = my_items(work_items(self.g, self.t.rows))
+        g, t = self.g, self.t
+        bands = my_items(work_items(g, t.rows))
         if not bands:
             return
-        if self.t.weights_resident:
-            self.w_l1 = self.load_resident(self.q_w, self.wz, self.g.k1 * self.g.n1 * self.fr)
-        self.c_l1 = self.load_resident(self.q_const, self.const, (1 + self.g.n1) * self.fr)
-        pipelined(bands, self.copy_in_band, self.compute_band, self.t.l1_buffers)
-        if self.t.weights_resident:
+        if t.weights_resident:
+            self.w_l1 = self.load_resident(self.q_w, self.wz, g.k1 * g.n1 * self.fr)
+        self.c_l1 = self.load_resident(self.q_const, self.const, (1 + g.n1) * self.fr)
+        self.cins = t.cin_blocks(g)
+        if len(self.cins) == 1:
+            # the band holds every channel: one DMA per band, and every tile of the band reads it
+            jobs = [(band, None, 0) for band in bands]
+        else:
+            # a band of all channels does not fit L1: K is split into Cin blocks, accumulated in L0C,
+            # and the band of each block is loaded again for each tile
+            jobs = [(band, tile, k) for band in bands for tile in self.tiles(band) for k in range(len(self.cins))]
+        pipelined(jobs, self.copy_in_band, self.compute, t.l1_buffers)
+        if t.weights_resident:
             self.q_w.free_tensor(self.w_l1)
         self.q_const.free_tensor(self.c_l1)
 
@@ -70,6 +79,12 @@ class KernelImg2col:
         q.enque(t)
         return q.deque()
 
+    def tiles(self, band) -> list[tuple[int, int, int, int]]:
+        """The L0C tiles of a band: ``(first position, positions, first Cout, Cout)``."""
+        positions = band[2] * self.g.wo
+        return [(m0, min(self.t.m_tile, positions - m0), co0, cb)
+                for m0 in range(0, positions, self.t.m_tile) for co0, cb in self.t.cout_blocks(self.g)]
+
     # --- one band of output rows ----------------------------------------------------------------------
     def band_rows(self, ho0: int, rows: int) -> tuple[int, int, int, int]:
         """Image rows ``[lo, hi)`` the band reads, and the padding rows above / below them."""
@@ -79,56 +94,68 @@ class KernelImg2col:
         lo, hi = max(0, top), min(g.h, bottom)
         return lo, hi, lo - top, bottom - hi
 
-    def copy_in_band(self, band) -> None:
-        """All C1 channel blocks of the band's rows in ONE DMA: each block's rows are one contiguous run."""
+    def copy_in_band(self, job) -> None:
+        """The band's rows of one Cin block in ONE DMA: each C1 block's rows are one contiguous run."""
         g = self.g
-        n, ho0, rows = band
+        (n, ho0, rows), _, k = job
+        ci0, cc = self.cins[k]
         lo, hi, _, _ = self.band_rows(ho0, rows)
         t = self.q_band.alloc_tensor(self.dt)
         if hi > lo:
-            ns.data_copy(t, self.x5[((n * g.c1) * g.h + lo) * g.w * g.c0:],
-                         ns.DataCopyParams(block_count=g.c1, block_len=(hi - lo) * g.w, src_stride=(g.h - (hi - lo)) * g.w))
+            ns.data_copy(t, self.x5[((n * g.c1 + ci0 // g.c0) * g.h + lo) * g.w * g.c0:],
+                         ns.DataCopyParams(block_count=ceil_div(cc, g.c0), block_len=(hi - lo) * g.w,
+                                           src_stride=(g.h - (hi - lo)) * g.w))
         self.q_band.enque(t)
 
-    def compute_band(self, band) -> None:
-        g, t = self.g, self.t
-        n, ho0, rows = band
-        lo, hi, pad_top, pad_bottom = self.band_rows(ho0, rows)
+    def compute(self, job) -> None:
+        band, tile, k = job
         x_l1 = self.q_band.deque()
-        positions = rows * g.wo
-        for m0 in range(0, positions, t.m_tile):
-            mt = min(t.m_tile, positions - m0)
-            for co0, cb in t.cout_blocks(g):
-                acc = self.q_acc.alloc_tensor(self.acc_dt)
-                first = True
-                if self.has_bias or hi <= lo:  # bias (or zeros) first: a band of padding rows has no K work
-                    self.bias_mmad(acc, mt, co0, cb)
-                    first = False
-                if hi > lo:
-                    for k0 in range(0, self.k_total, t.k_tile):
-                        kt = min(t.k_tile, self.k_total - k0)
-                        self.mmad_step(acc, x_l1, (hi - lo, pad_top, pad_bottom), m0, mt, k0, kt, co0, cb, first)
-                        first = False
-                self.q_acc.enque(acc)
-                acc = self.q_acc.deque()
-                dst = ((n * g.ho + ho0) * g.wo + m0) * g.cout + co0
-                self.drain(self.y[dst:], acc, mt, cb, round_up(mt, 16), g.cout)
-                self.q_acc.free_tensor(acc)
+        for tl in ([tile] if tile else self.tiles(band)):
+            self.compute_tile(band, tl, k, x_l1)
         self.q_band.free_tensor(x_l1)
 
-    def mmad_step(self, acc, x_l1, rows, m0, mt, k0, kt, co0, cb, first) -> None:
-        """One K step: im2col tile -> L0A (load_data_3d), weight tile -> L0B, then one Mmad."""
+    def compute_tile(self, band, tile, k: int, x_l1) -> None:
+        """One L0C tile (positions x Cout block): its K steps for Cin block ``k``; the first block starts
+        the accumulator (with the bias), the last one drains it."""
+        g, t = self.g, self.t
+        n, ho0, rows = band
+        m0, mt, co0, cb = tile
+        lo, hi, pad_top, pad_bottom = self.band_rows(ho0, rows)
+        ci0, cc = self.cins[k]
+        first = k == 0
+        if first:
+            self.acc = self.q_acc.alloc_tensor(self.acc_dt)
+            if self.has_bias or hi <= lo:  # bias (or zeros) first: a band of padding rows has no K work
+                self.bias_mmad(self.acc, mt, co0, cb)
+                first = False
+        if hi > lo:
+            k_block = ceil_div(cc, g.c0) * g.kk * g.c0          # im2col columns of this Cin block
+            k_base = (ci0 // g.c0) * g.kk * g.c0                 # where they start in FRACTAL_Z's K
+            for k0 in range(0, k_block, t.k_tile):
+                kt = min(t.k_tile, k_block - k0)
+                self.mmad_step(self.acc, x_l1, (hi - lo, pad_top, pad_bottom, ceil_div(cc, g.c0) * g.c0), m0, mt,
+                               k0, k_base + k0, kt, co0, cb, first)
+                first = False
+        if k == len(self.cins) - 1:
+            self.q_acc.enque(self.acc)
+            acc = self.q_acc.deque()
+            self.drain(self.y[((n * g.ho + ho0) * g.wo + m0) * g.cout + co0:], acc, mt, cb, round_up(mt, 16), g.cout)
+            self.q_acc.free_tensor(acc)
+
+    def mmad_step(self, acc, x_l1, image, m0, mt, k0, kw0, kt, co0, cb, first) -> None:
+        """One K step: im2col columns ``k0..k0+kt`` of the band image -> L0A (load_data_3d), the matching
+        FRACTAL_Z rows from ``kw0`` -> L0B, then one Mmad."""
         g = self.g
-        l1_h, pad_top, pad_bottom = rows
+        l1_h, pad_top, pad_bottom, channels = image
         a = self.q_a.alloc_tensor(self.dt)
         ns.load_data_3d(a, x_l1, ns.LoadData3DParams(
-            l1_h=l1_h, l1_w=g.w, channel_size=g.c1 * g.c0, kh=g.kh, kw=g.kw,
+            l1_h=l1_h, l1_w=g.w, channel_size=channels, kh=g.kh, kw=g.kw,
             m_extension=round_up(mt, 16), k_extension=kt, m_start=m0, k_start=k0,
             stride_h=g.sh, stride_w=g.sw, dilation_h=g.dh, dilation_w=g.dw,
             pad_top=pad_top, pad_bottom=pad_bottom, pad_left=g.pw, pad_right=g.pw))
         self.q_a.enque(a)
         b = self.q_b.alloc_tensor(self.dt)
-        self.load_weights(b, k0 // g.c0, kt // g.c0, co0 // 16, ceil_div(cb, 16))
+        self.load_weights(b, kw0 // g.c0, kt // g.c0, co0 // 16, ceil_div(cb, 16))
         self.q_b.enque(b)
         a, b = self.q_a.deque(), self.q_b.deque()
         ns.mmad(acc, a, b, ns.MmadParams(mt, cb, kt, cmatrix_init_val=first))

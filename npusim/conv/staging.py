@@ -12,7 +12,8 @@ column-phase copy of the rows it needs to a GM workspace, through UB (:class:`Nc
 - stride 1: ``data_copy_pad`` GM -> UB inserts the zero columns (left/right padding), UB -> GM writes
   the padded rows back (MTE2 then MTE3, long runs);
 - stride > 1: every element gets its own 32 B UB slot (GM -> UB), and each phase is written back with a
-  stride of ``sw`` slots (UB -> GM): one burst per element, slow, as such a gather is on hardware;
+  stride of ``sw`` slots (UB -> GM): one DMA burst per element each way, which the profile shows as slow
+  (npusim has no gather or transpose instruction that would do better);
 - padding rows (top/bottom) are written from a UB buffer of zeros.
 
 The workspace has one slice per block (blocks never share it). A block stages a whole image the first
@@ -153,4 +154,4 @@ def workspace_shape(g: ConvGeometry, block_dim: int) -> tuple[int, ...]:
     return (block_dim, g.n, g.cin, g.hp, stage_row_len(g))
 
 
-__all__ = ["NchwStager", "workspace_shape", "round_up"]
+__all__ = ["NchwStager", "workspace_shape"]

@@ -86,7 +86,8 @@ class ConvTiling:
         cb16 = round_up(self.cout_block, 16)
         out: list[BufferPlan] = []
         if self.variant == "img2col":
-            out.append(BufferPlan("band", "L1", self.l1_buffers, g.c1 * self.band_in_rows(g) * g.w * 32))
+            cc1 = ceil_div(min(self.cin_block, g.cin), c0)
+            out.append(BufferPlan("band", "L1", self.l1_buffers, cc1 * self.band_in_rows(g) * g.w * 32))
             if self.weights_resident:
                 out.append(BufferPlan("weights", "L1", 1, g.k1 * g.n1 * F))
             else:
@@ -117,6 +118,7 @@ class ConvTiling:
                 out.extend(staging_plan(g))
         if not cfg.has_fixpipe:
             out.append(BufferPlan("drain_acc", "UB", 1, drain_elems * 4))
+            out.append(BufferPlan("drain_nz", "UB", 1, drain_elems * g.osz))
             out.append(BufferPlan("drain_out", "UB", 2, drain_elems * g.osz))
         return {b.name: b for b in out}
 
@@ -149,9 +151,6 @@ class ConvTiling:
             bad.append(f"img2col takes whole output rows: cols must be {g.wo}")
         if self.cin_block < 1 or (self.cin_block % c0 and self.cin_block < g.cin):
             bad.append(f"cin_block={self.cin_block} must be a multiple of C0={c0} or cover all {g.cin} channels")
-        if self.variant == "img2col" and self.cin_block < g.cin:
-            bad.append("img2col keeps all input channels of a band in L1: cin_block must be >= Cin "
-                       "(the K dimension is split by k_tile instead)")
         if self.cout_block < 1 or (self.cout_block % 16 and self.cout_block < g.cout):
             bad.append(f"cout_block={self.cout_block} must be a multiple of 16 or cover all {g.cout} channels")
         if self.variant == "img2col":
@@ -281,76 +280,104 @@ def _choose_img2col(g: ConvGeometry, cfg) -> ConvTiling:
     cout16 = round_up(g.cout, 16)
     # N: every output channel in one Mmad tile, so that each im2col tile is built once
     cb = min(cout16, 256)
-    why.append(f"cout_block={min(cb, g.cout)}: " + ("all output channels in one Mmad tile, so every im2col tile "
-               "in L0A is built once" if cb >= g.cout else "256 output channels per tile keeps L0B/L0C "
+    cout_block = g.cout if cb >= g.cout else cb
+    why.append(f"cout_block={cout_block}: " + ("all output channels in one Mmad tile, so every im2col tile "
+               "in L0A is built once" if cout_block == g.cout else "256 output channels per tile keeps L0B/L0C "
                "room for large M and K tiles; the im2col tile is rebuilt for each Cout block"))
-    # M: positions per Mmad, bounded by two accumulators in L0C
-    k_total = g.k1 * c0
+    # M: positions per Mmad, bounded by two accumulators in L0C (and, without Fixpipe, by the drain in UB)
     m_cap_l0c = cfg.l0c_bytes // (2 * cb * 4) // 16 * 16
     m_cap = max(16, min(m_cap_l0c, 256))
-    # K: im2col columns per Mmad, bounded by double-buffered L0A (m x k) and L0B (k x n)
-    k_cap = min(cfg.l0a_bytes // (2 * m_cap * isz), cfg.l0b_bytes // (2 * cb * isz)) // c0 * c0
-    k_cap = max(c0, k_cap)
-    k_steps = ceil_div(k_total, k_cap)
-    k_tile = round_up(ceil_div(k_total, k_steps), c0)  # equal K steps: no small last step
-    # rows: as many output rows per band as L1 holds twice (double buffering), but at least ~4 bands
+    if not cfg.has_fixpipe:
+        m_cap = max(16, min(m_cap, cfg.ub_bytes // (cb * (4 + 3 * g.osz)) // 16 * 16))
     w_res = g.k1 * g.n1 * FRACTAL_BYTES
-    resident = w_res <= cfg.l1_bytes // 3
     min_bands = 4 if g.n == 1 else 2
     rows_cap = max(1, ceil_div(g.ho, min_bands))
 
-    def make(rows, l1b, res, m_tile, k_tile):
-        return ConvTiling("img2col", rows, g.wo, g.cin, min(cb, g.cout) if cb >= g.cout else cb, m_tile, k_tile,
-                          l1b, 2, 2, res)
+    def make(rows, cin_block, l1b, res, m_tile, k_tile):
+        return ConvTiling("img2col", rows, g.wo, cin_block, cout_block, m_tile, k_tile, l1b, 2, 2, res)
 
-    rows, l1b = None, 2
-    for l1b in (2, 1):
-        rows = _largest(1, rows_cap, lambda r: _fits(make(r, l1b, resident, 16, c0), g, cfg))
-        if rows is not None:
-            break
-    if rows is None and resident:
-        resident = False
+    # the band: as many rows as L1 holds twice (all channels), else one buffer, and at last input channels
+    # split into blocks; the weights stay in L1 unless streaming them costs less GM traffic than the
+    # smaller band that keeping them leaves room for
+    def gm_reads(rows, cin_block, res):
+        bands = g.n * ceil_div(g.ho, rows)
+        m_tiles = ceil_div(rows * g.wo, m_cap)
+        band = round_up(g.cin, c0) * 32 // c0 * g.w * min(g.in_rows(rows), g.h)
+        reloads = 1 if cin_block >= g.cin else m_tiles * ceil_div(g.cout, cout_block)
+        return bands * band * reloads + (w_res if res else bands * m_tiles * w_res)
+
+    found = None
+    cin_options = [g.cin] + [c for c in range(round_up(g.cin, c0) - c0, 0, -c0) if c < g.cin]
+    for cin_block in cin_options:
         for l1b in (2, 1):
-            rows = _largest(1, rows_cap, lambda r: _fits(make(r, l1b, False, 16, k_tile), g, cfg))
-            if rows is not None:
+            cands = []
+            for res in (True, False):
+                rows = _largest(1, rows_cap, lambda r: _fits(make(r, cin_block, l1b, res, 16, c0), g, cfg))
+                if rows is not None:
+                    cands.append((gm_reads(rows, cin_block, res), not res, rows, cin_block, l1b, res))
+            if cands:
+                found = min(cands)
+                alt = [c for c in cands if c is not found]
                 break
-    if rows is None:
-        raise ns.CapacityError(f"conv2d img2col: not even one output row of {g.describe()} fits "
-                               f"'{cfg.name}' L1 ({cfg.l1_bytes} B): an input row band holds all "
-                               f"{g.c1 * c0} channels x {g.in_rows(1)} rows x {g.w} columns",
-                               hint="this teaching kernel does not split the width of a band")
+        if found:
+            break
+    if found is None:
+        raise ns.CapacityError(f"conv2d img2col: not even one output row of {g.describe()} with {c0} channels "
+                               f"fits '{cfg.name}'", hint="this teaching kernel does not split the width of a band")
+    est, _, rows, cin_block, l1b, resident = found
+    found = (rows, cin_block, l1b, resident)
+    rows, cin_block, l1b, resident = found
+    k_block = ceil_div(cin_block, c0) * g.kk * c0            # im2col columns of one Cin block
+    positions = rows * g.wo
+
+    def mk_tiles(m_cap, k_cap):
+        m_tile = round_up(ceil_div(positions, ceil_div(positions, m_cap)), 16)
+        k_cap = max(c0, min(k_cap, cfg.l0a_bytes // (2 * m_tile * isz), cfg.l0b_bytes // (2 * cb * isz)) // c0 * c0)
+        k_tile = round_up(ceil_div(k_block, ceil_div(k_block, k_cap)), c0)  # equal K steps, no small last one
+        return m_tile, k_tile
+
+    m_tile, k_tile = mk_tiles(m_cap, k_block)
+    shrunk = []
+    while not _fits(make(rows, cin_block, l1b, resident, m_tile, k_tile), g, cfg):
+        if k_tile > c0:                    # the larger tiles did not fit (streamed weight tiles in L1, or UB)
+            m_tile, k_tile = mk_tiles(m_tile, max(c0, k_tile // 2))
+            shrunk.append("k_tile")
+        elif m_tile > 16:
+            m_tile, k_tile = mk_tiles(max(16, m_tile // 2), c0)
+            shrunk.append("m_tile")
+        else:
+            rows -= 1
+            positions = rows * g.wo
+            m_tile, k_tile = mk_tiles(m_cap, k_block)
+            shrunk.append("rows")
     band_in = min(g.in_rows(rows), g.h)
     why.append(f"rows={rows}: a band of {rows} output rows reads {band_in} input rows "
-               f"({g.c1 * band_in * g.w * 32} B in L1)" +
-               (f", twice (double buffering: the next band's DMA runs during this band's Mmads)" if l1b == 2
+               f"({ceil_div(cin_block, c0) * band_in * g.w * 32} B in L1)" +
+               (", twice (double buffering: the next band's DMA runs during this band's Mmads)" if l1b == 2
                 else ", once (no room for a second band buffer)") +
                (f"; capped at ceil(Ho / {min_bands}) so that there are at least {min_bands} bands to overlap"
                 if rows == rows_cap and rows < g.ho else "; limited by L1 capacity" if rows < g.ho else
                 "; the whole image fits"))
+    why.append(f"cin_block={cin_block}: " + ("all input channels: the band is loaded once and every tile reads it"
+               if cin_block >= g.cin else "a band of all channels does not fit L1: K is split into Cin blocks "
+               "(contiguous in FRACTAL_Z's K) accumulated in L0C, and each block's band is loaded per tile"))
     why.append("weights: " + (f"the whole FRACTAL_Z tensor ({w_res} B) stays in L1, loaded once" if resident else
-                              f"FRACTAL_Z ({w_res} B) is too large to keep in L1: each (k_tile x cout_block) "
-                              f"piece is streamed from GM per Mmad"))
-    positions = rows * g.wo
-    m_steps = ceil_div(positions, m_cap)
-    m_tile = round_up(ceil_div(positions, m_steps), 16)
-    why.append(f"m_tile={m_tile}: {positions} positions per band in {m_steps} equal Mmad tiles; at most "
-               f"{m_cap} (two {m_cap}x{min(cb, g.cout)} fp32 accumulators fill L0C {cfg.l0c_bytes} B"
-               + (", capped at 256" if m_cap < m_cap_l0c else "") + ")")
-    # with the real m_tile, K may grow
-    k_cap2 = min(cfg.l0a_bytes // (2 * m_tile * isz), cfg.l0b_bytes // (2 * cb * isz)) // c0 * c0
-    if k_cap2 > k_cap:
-        k_cap = k_cap2
-        k_steps = ceil_div(k_total, k_cap)
-        k_tile = round_up(ceil_div(k_total, k_steps), c0)
-    why.append(f"k_tile={k_tile}: K = C1*Kh*Kw*C0 = {k_total} in {k_steps} equal steps, at most {k_cap} "
-               f"(double-buffered {m_tile}x{k_tile} im2col tiles in L0A {cfg.l0a_bytes} B and "
-               f"{k_tile}x{min(cb, g.cout)} weight tiles in L0B {cfg.l0b_bytes} B)")
+                              f"FRACTAL_Z ({w_res} B) is streamed from GM, one (k_tile x cout_block) piece per Mmad")
+               + (f"; estimated GM reads {est:,} B, against {alt[0][0]:,} B the other way" if alt else
+                  "" if resident else " (keeping it would leave no room for a band)"))
+    why.append(f"m_tile={m_tile}: {positions} positions per band in {ceil_div(positions, m_tile)} equal Mmad tiles;"
+               f" at most {m_cap} (" + (f"two {m_cap}x{cout_block} fp32 accumulators fill L0C {cfg.l0c_bytes} B"
+                                        if m_cap == m_cap_l0c else "capped at 256, a large enough Mmad"
+                                        if m_cap == 256 else f"the drain through UB ({cfg.ub_bytes} B) holds an "
+                                        f"fp32 tile and three output-dtype copies") + ")")
+    why.append(f"k_tile={k_tile}: K = C1b*Kh*Kw*C0 = {k_block} per Cin block in {ceil_div(k_block, k_tile)} equal "
+               f"steps, bounded by double-buffered {m_tile}x{k_tile} im2col tiles in L0A ({cfg.l0a_bytes} B) and "
+               f"{k_tile}x{cout_block} weight tiles in L0B ({cfg.l0b_bytes} B)")
+    if shrunk:
+        why.append(f"shrunk {', '.join(dict.fromkeys(shrunk))} until everything fit")
     why.append("buffers: L0A/L0B x2 (load_data_3d for the next K step runs during this Mmad), L0C x2 "
                "(the drain of one tile overlaps the next tile's Mmads)")
-    t = make(rows, l1b, resident, m_tile, k_tile)
-    if not _fits(t, g, cfg):  # the larger m/k tiles may not fit with this band: shrink the band
-        rows = _largest(1, rows, lambda r: _fits(make(r, l1b, resident, m_tile, k_tile), g, cfg)) or 1
-        t = make(rows, l1b, resident, m_tile, k_tile)
+    t = make(rows, cin_block, l1b, resident, m_tile, k_tile)
     return dataclasses.replace(t, reasons=tuple(why))
 
 
@@ -359,58 +386,80 @@ def _choose_rowwise(g: ConvGeometry, cfg, variant: str) -> ConvTiling:
     c0 = g.c0
     cout16 = round_up(g.cout, 16)
     w16 = round_up(g.wo, 16)
-    # one Mmad computes one output row: M = Cout block, K = Cin block (one tap), N = the row's positions
-    cols = g.wo if w16 <= 256 else 256
-    why.append(f"cols={cols}: " + ("a whole output row per Mmad (N = Wo, rounded up to {w16} by the Cube)"
-                                   if cols == g.wo else "256 positions per Mmad; wider rows are split"))
-    cb = min(cout16, 128)
-    cout_block = g.cout if cb >= g.cout else cb
-    why.append(f"cout_block={cout_block}: " + ("all output channels, so each input tile is used by one "
-               "Mmad per tap and row" if cout_block == g.cout else "128 output channels per tile (M of the "
-               "Mmad); the input tiles are reused by every Cout block"))
-    w1 = ceil_div(cols, 16)
-    acc_row = cb * w1 * 16 * 4
     w_res = g.k1 * g.n1 * FRACTAL_BYTES
-    resident = variant != "direct" and w_res <= cfg.l1_bytes // 3
-    max_rows_l0c = max(1, min(cfg.l0c_bytes // acc_row, cfg.max_buffers - 16))
     cin_all = round_up(g.cin, c0)
 
-    def make(rows, cin_block, l1b, res):
-        return ConvTiling(variant, rows, cols, cin_block, cout_block, 0, 0, l1b, 2, 1, res)
+    def gm_reads(rows, cols, cb, cin_block, res):
+        """Estimated GM reads: the input copies (re-read per Cout block when Cin is split) + the weights."""
+        blocks = g.n * ceil_div(g.ho, rows) * ceil_div(g.wo, cols)
+        n_cout, split = ceil_div(g.cout, cb), cin_block < g.cin
+        if variant == "direct":
+            return blocks * n_cout * (g.kk * rows * round_up(g.cin, c0) * cols * g.isz + w_res // n_cout)
+        copies = g.kw * g.in_rows(rows) * round_up(g.cin, c0) * cols * g.isz
+        return blocks * copies * (n_cout if split else 1) + (w_res if res else blocks * w_res)
 
+    def make(rows, cols, cb, cin_block, l1b, res):
+        return ConvTiling(variant, rows, cols, cin_block, g.cout if cb >= g.cout else cb, 0, 0, l1b, 2, 1, res)
+
+    # preferences, best first: a whole output row per Mmad (N = Wo), up to 128 output channels (M), all
+    # input channels (K); shrink the column tile, then the Cout block, then the Cin block until it fits
+    col_options = [g.wo if w16 <= 256 else 256] + [c for c in (128, 64, 32, 16) if c < min(g.wo, 256)]
+    cb_options = [c for c in (min(cout16, 128), 64, 32, 16) if c <= min(cout16, 128)]
+    cin_options = [g.cin] + [c for c in range(cin_all - c0, 0, -c0) if c < g.cin]
     best = None
-    for cin_block in [g.cin] + [c for c in range(cin_all - c0, 0, -c0) if c < g.cin]:
-        for l1b in (2, 1):
-            rows = _largest(1, min(g.ho, max_rows_l0c), lambda r: _fits(make(r, cin_block, l1b, resident), g, cfg))
-            if rows is None and resident:
-                rows = _largest(1, min(g.ho, max_rows_l0c), lambda r: _fits(make(r, cin_block, l1b, False), g, cfg))
-                if rows is not None:
-                    resident = False
-            if rows is not None:
-                best = (rows, cin_block, l1b)
+    for cols in col_options:
+        for cb in dict.fromkeys(cb_options):
+            acc_row = round_up(cb, 16) * round_up(cols, 16) * 4
+            max_rows = max(1, min(g.ho, cfg.l0c_bytes // acc_row, cfg.max_buffers - 16))
+            for cin_block in cin_options:
+                for l1b in (2, 1):
+                    cands = []
+                    for res in ((True, False) if variant != "direct" else (False,)):
+                        rows = _largest(1, max_rows, lambda r: _fits(make(r, cols, cb, cin_block, l1b, res), g, cfg))
+                        if rows is not None:
+                            cands.append((gm_reads(rows, cols, cb, cin_block, res), not res, rows, res))
+                    if cands:
+                        est, _, rows, res = min(cands)
+                        alt = [c[0] for c in cands if c[3] != res]
+                        best = (rows, cols, cb, cin_block, l1b, res, max_rows, acc_row)
+                        break
+                if best:
+                    break
+            if best:
                 break
         if best:
             break
     if best is None:
         raise ns.CapacityError(f"conv2d {variant}: no tiling of {g.describe()} fits '{cfg.name}'",
-                               hint="the output row (Cout block x Wo accumulators) does not fit L0C")
-    rows, cin_block, l1b = best
-    limit = "L0C (one fp32 accumulator per output row of the band)" if rows == max_rows_l0c else \
+                               hint="even one output row of 16 columns x 16 channels does not fit")
+    rows, cols, cb, cin_block, l1b, resident, max_rows, acc_row = best
+    t = make(rows, cols, cb, cin_block, l1b, resident)
+    shrunk = " (smaller than preferred: the larger tiles did not fit L0C/L1" + \
+        ("/UB, where the tiles are drained" if not cfg.has_fixpipe else "") + ")"
+    why.append(f"cols={cols}: " + ("a whole output row per Mmad (N = Wo" + (f", computed as {w16} by the Cube)"
+               if w16 != g.wo else ")") if cols == g.wo else f"{cols} positions per Mmad; the row is split")
+               + (shrunk if cols < col_options[0] else ""))
+    why.append(f"cout_block={t.cout_block}: " + ("all output channels, so each input tile feeds one Mmad per tap "
+               "and row" if t.cout_block == g.cout else f"{cb} output channels per tile (M of the Mmad); the input "
+               "tiles are reused by every Cout block") + (shrunk if cb < cb_options[0] else ""))
+    limit = "L0C (one fp32 accumulator per output row of the band)" if rows == max_rows and max_rows < g.ho else \
         "the output height" if rows == g.ho else "L1 capacity"
     if variant == "direct":
         why.append(f"rows={rows}: output rows per block, one L0C accumulator each ({acc_row} B); limited by {limit}")
-        why.append("input: each (tap, output row) window is fetched from GM again (that is the point of this "
-                   "variant), into a double-buffered L1 tile")
+        why.append("input: each (tap, output row) run is fetched from GM again (that is the point of this "
+                   "variant), into a " + ("double-buffered" if l1b == 2 else "single") + " L1 tile")
     else:
         why.append(f"rows={rows}: output rows per band, one L0C accumulator each ({acc_row} B), all live "
                    f"while the taps sweep the band; limited by {limit}")
         why.append(f"copies: the band's {g.in_rows(rows)} input rows are loaded once per width tap ({g.kw} "
                    f"column-shifted copies: fractals move in 16-position units, so a one-column shift cannot "
-                   f"be done on chip), " + ("double-buffered" if l1b == 2 else "single-buffered (no room for two)"))
+                   f"be done on chip), " + ("double-buffered (the next band's DMA overlaps this band's Mmads)"
+                                            if l1b == 2 else "single-buffered (no room for two in L1)"))
     why.append(f"cin_block={cin_block}: " + ("all input channels in one K block" if cin_block >= g.cin else
-                                             "input channels split so the tiles fit L1; L0C accumulates the blocks"))
-    why.append("weights: " + ("FRACTAL_Z stays in L1, loaded once" if resident else
+                                             "input channels split so that the tiles fit L1; L0C accumulates "
+                                             "the blocks"))
+    why.append("weights: " + (f"FRACTAL_Z ({w_res} B) stays in L1, loaded once" if resident else
                               "each (tap, Cin block, Cout block) piece is loaded from GM when needed"
-                              + (" (direct re-reads everything per output block)" if variant == "direct" else "")))
-    t = make(rows, cin_block, l1b, resident)
+                              + (" (direct re-reads everything per output block)" if variant == "direct" else ""))
+               + (f"; estimated GM reads {est:,} B, against {alt[0]:,} B the other way" if alt else ""))
     return dataclasses.replace(t, reasons=tuple(why))

@@ -34,7 +34,7 @@ SLOTS = 2048
 
 def cube_transposes(dtype, cfg: ns.HardwareConfig) -> bool:
     """Whether ``dtype`` can be transposed on the Cube of ``cfg`` (float types it multiplies)."""
-    name = ns.dtypes.name(dtype)
+    name = np.dtype(dtype).name
     return name in ("float16", "bfloat16", "float32") and name in cfg.cube_macs_per_cycle
 
 
@@ -320,7 +320,8 @@ def to_nc1hwc0(x: np.ndarray, pad: tuple[int, int] = (0, 0), *, config=None, blo
     return res["dst"], res.profile
 
 
-def to_nchw(y: np.ndarray, *, config=None, block_dim: int = 1, sanitize: str = "error") -> tuple[np.ndarray, ns.Profile]:
+def to_nchw(y: np.ndarray, *, config=None, block_dim: int = 1,
+            sanitize: str = "error") -> tuple[np.ndarray, ns.Profile]:
     """Run the NHWC -> NCHW transform on the device; returns the NCHW array and its Profile."""
     cfg = ns.get_config(config)
     n, h, w, c = y.shape

@@ -479,6 +479,10 @@ def load_data_3d(dst: LocalTensor, src: LocalTensor, params: LoadData3DParams) -
     if p.channel_size % c0 or p.channel_size < c0:
         raise AlignmentError(f"{op}: channel_size ({p.channel_size}) must be a multiple of C0={c0}: the L1 "
                              f"image is NC1HWC0 with channels padded to C0", where=format_site(site))
+    if min(p.l1_h, p.l1_w, p.kh, p.kw, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w) < 1 or min(
+            p.pad_top, p.pad_bottom, p.pad_left, p.pad_right, p.m_start) < 0:
+        raise UsageError(f"{op}: image size, kernel, strides and dilations must be >= 1 and pads/m_start >= 0, "
+                         f"got {p}")
     if p.out_h < 1 or p.out_w < 1:
         raise UsageError(f"{op}: the window does not fit the padded image (output {p.out_h} x {p.out_w})")
     check_align(core, dst, core.cfg.l0ab_align_bytes, op, site)

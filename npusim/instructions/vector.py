@@ -18,7 +18,7 @@ from ..errors import AlignmentError, OutOfBoundsError, UsageError, report
 from ..numerics import RoundMode
 from ..pipes import Pipe
 from ..sanitizer import call_site, format_site
-from ._access import check_count, local, same_dtype, touch
+from ._access import check_align, check_count, local, same_dtype, touch
 
 V = int(Pipe.V)
 _FLOATS = frozenset((_dt.float16, _dt.bfloat16, _dt.float32))
@@ -41,6 +41,7 @@ def _prep(op: str, dst, srcs, count, allowed=_NUMERIC):
         raise UsageError(f"{op} works on {_names(allowed)}, not {dst.dtype.name}")
     for t in (dst, *srcs):
         t.check_usable(op, site, 0, count)
+        check_align(core, t, 32, op, site)
     if core.check:
         vc = core.epoch(V)
         for s in srcs:
@@ -61,7 +62,7 @@ def _fast_operands(core, count, *ts) -> bool:
     d = ts[0].dtype
     for t in ts:
         slot = getattr(t, "slot", None)
-        if (slot is None or slot.memory.name != "UB" or t.dtype != d or slot.gen != t.gen
+        if (slot is None or slot.memory.name != "UB" or t.dtype != d or slot.gen != t.gen or t.addr % 32
                 or slot.state == "free" or slot.state == "enqueued" or count > t.size):
             return False
     return True

@@ -71,8 +71,15 @@ def hand_burst(cfg: ns.HardwareConfig, addr: int, nbytes: int, rate: float) -> f
 
 
 def hand_gm(cfg: ns.HardwareConfig, bursts, rate: float) -> float:
-    """``gm_startup_cycles + sum of the bursts`` (bursts = [(gm_byte_address, nbytes)])."""
-    return cfg.gm_startup_cycles + sum(hand_burst(cfg, a, n, rate) for a, n in bursts)
+    """``gm_startup_cycles + sum of the bursts`` (bursts = [(gm_byte_address, nbytes)]); a burst that
+    starts where the previous one ended continues it (one contiguous run)."""
+    runs: list[list[int]] = []
+    for a, n in bursts:
+        if runs and runs[-1][0] + runs[-1][1] == a:
+            runs[-1][1] += n
+        else:
+            runs.append([a, n])
+    return cfg.gm_startup_cycles + sum(hand_burst(cfg, a, n, rate) for a, n in runs)
 
 
 def hand_gm_strided(cfg, first: int, count: int, nbytes: int, stride: int, rate: float) -> float:
