@@ -104,6 +104,7 @@ class OpDef:
         self.infer_dtype_fn: Callable[[InferContext], list[np.dtype]] | None = None
         self.tiling_fn: Callable[[InferContext], TilingData] | None = None
         self.prepare_fn: Callable[[InferContext, TilingData, list], list] | None = None
+        self.run_fn: Callable | None = None
         self.kernels: dict[int, Callable] = {}
 
     # --- declaration (fluent, like Input("x").DataType({...}).Format({...})) -------------------------
@@ -142,6 +143,13 @@ class OpDef:
         """Decorator: host-side data preparation before launch, ``fn(ctx, tiling, inputs) -> kernel inputs``
         (e.g. packing weights into a fractal format, as a framework does once per weight)."""
         self.prepare_fn = fn
+        return fn
+
+    def run(self, fn):
+        """Decorator for operators that launch more than one kernel (e.g. layout transforms around the
+        main kernel): ``fn(ctx, tiling, inputs, outputs, sanitize) -> [(name, Profile), ...]``, the main
+        kernel's profile first. Without it, the op launches ``kernels[tiling.tiling_key]`` once."""
+        self.run_fn = fn
         return fn
 
     def kernel(self, tiling_key: int = 0):

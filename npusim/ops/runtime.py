@@ -30,8 +30,9 @@ REGISTRY: dict[str, OpDef] = {}
 
 def register(op: OpDef) -> OpDef:
     """Add an operator to the registry (OP_ADD); registering a name again replaces it."""
-    if op.infer_shape_fn is None or op.tiling_fn is None or not op.kernels:
-        raise OpError(f"{op.name}: an operator needs infer_shape, tiling and at least one kernel to register")
+    if op.infer_shape_fn is None or op.tiling_fn is None or not (op.kernels or op.run_fn):
+        raise OpError(f"{op.name}: an operator needs infer_shape, tiling and a kernel (or a run function) "
+                      f"to register")
     REGISTRY[op.name] = op
     return op
 
@@ -135,7 +136,12 @@ class OpResult:
     tiling: TilingData
     cache_hit: bool
     tiling_s: float
-    extra: dict[str, Any] = field(default_factory=dict)
+    launches: list[tuple[str, Profile]] = field(default_factory=list)
+
+    @property
+    def device_us(self) -> float:
+        """Device time of every launch of the call (kernels back to back, launch overheads excluded)."""
+        return sum(p.time_us for _, p in self.launches) if self.launches else self.profile.time_us
 
     def __getitem__(self, i: int) -> np.ndarray:
         return self.outputs[i]
@@ -164,7 +170,7 @@ def get_workspace_size(name: str, *inputs: np.ndarray | None, out: list[np.ndarr
     ctx.output_shapes, ctx.output_dtypes = shapes, dtypes
     cache = DEFAULT_CACHE if cache is None else cache
     tiling, hit, spent = cache.get(cache_key(ctx), lambda: op.tiling_fn(ctx))
-    if tiling.tiling_key not in op.kernels:
+    if op.run_fn is None and tiling.tiling_key not in op.kernels:
         raise OpError(f"{name}: tiling chose key {tiling.tiling_key}, but kernels exist for {sorted(op.kernels)}")
     if out is None:
         out = [np.zeros(s, d) for s, d in zip(shapes, dtypes)]
@@ -180,6 +186,9 @@ def execute(executor: Executor, workspace: np.ndarray | None = None, *, sanitize
     """Stage 2 (aclnnXxx): launch the kernel of the executor's tiling key on its block_dim."""
     ex = executor
     inputs = ex.op.prepare_fn(ex.ctx, ex.tiling, ex.inputs) if ex.op.prepare_fn else ex.inputs
+    if ex.op.run_fn is not None:
+        launches = ex.op.run_fn(ex.ctx, ex.tiling, inputs, ex.outputs, sanitize)
+        return OpResult(ex.outputs, launches[0][1], ex.tiling, ex.cache_hit, ex.tiling_s, launches)
     args: list[Any] = [a for a in inputs if a is not None] + ex.outputs
     if ex.tiling.workspace_bytes:
         if workspace is None:
@@ -189,7 +198,7 @@ def execute(executor: Executor, workspace: np.ndarray | None = None, *, sanitize
         args.append(workspace)
     run = launch(ex.op.kernels[ex.tiling.tiling_key], ex.tiling.block_dim, *args, ex.tiling,
                  config=ex.ctx.config, sanitize=sanitize)
-    return OpResult(ex.outputs, run.profile, ex.tiling, ex.cache_hit, ex.tiling_s)
+    return OpResult(ex.outputs, run.profile, ex.tiling, ex.cache_hit, ex.tiling_s, [(ex.op.name, run.profile)])
 
 
 def call(name: str, *inputs: np.ndarray | None, config: HardwareConfig | str | None = None,
