@@ -40,3 +40,9 @@ class KernelUnary:
 def relu(x, y, total: int, tile: int = 8192, buffer_num: int = 2) -> None:
     """``y[:total] = max(x[:total], 0)``."""
     KernelUnary(x, y, total, tile, buffer_num, ns.relu).process()
+
+
+@ns.kernel
+def scale(x, y, total: int, alpha: float, tile: int = 8192, buffer_num: int = 2) -> None:
+    """``y[:total] = alpha * x[:total]``."""
+    KernelUnary(x, y, total, tile, buffer_num, lambda o, t, n: ns.muls(o, t, alpha, n)).process()

@@ -3,8 +3,8 @@ a cache for dynamic shapes), and launch its kernel; the two-stage call of aclnn.
 :mod:`.runtime`."""
 
 from .opdef import AttrDecl, InferContext, OpDef, OpError, TensorDecl, TilingData
-from .runtime import (DEFAULT_CACHE, REGISTRY, CacheStats, Executor, OpResult, TilingCache, call, execute, get,
-                      get_workspace_size, register)
+from .runtime import (DEFAULT_CACHE, REGISTRY, CacheStats, Executor, OpResult, TilingCache, call,
+                      execute, get, get_workspace_size, register)
 from . import conv, library  # noqa: E402,F401  (register the built-in operators)
 
 __all__ = ["AttrDecl", "InferContext", "OpDef", "OpError", "TensorDecl", "TilingData", "DEFAULT_CACHE", "REGISTRY",

@@ -112,6 +112,8 @@ matmul = OpDef("matmul", "c = a @ b; fp16/bf16 -> fp32, or int8 x int8 -> int32 
 matmul.input("a", ["float16", "bfloat16", "int8"]).input("b", ["float16", "bfloat16", "int8"])
 matmul.input("scale", ["float32", "float32", "float32"], optional=True)
 matmul.output("c", ["float32", "float32", "float16"])
+matmul.attr("tiling", MatmulTiling, None, doc="force these block sizes (e.g. a tiling tuned for one shape) "
+                                              "instead of searching per shape")
 
 
 @matmul.infer_shape
@@ -176,7 +178,13 @@ def choose_matmul_tiling(m: int, n: int, k: int, in_dtype: str, cfg: HardwareCon
 def _matmul_tiling(ctx: InferContext) -> TilingData:
     (m, k), (_, n) = ctx.input_shapes[0], ctx.input_shapes[1]
     dt = ctx.input_dtypes[0].name
-    tiling, block_dim = choose_matmul_tiling(m, n, k, dt, ctx.config)
+    forced = ctx.attrs["tiling"]
+    if forced is None:
+        tiling, block_dim = choose_matmul_tiling(m, n, k, dt, ctx.config)
+    else:
+        forced.check(ctx.config, dt if dt != "bfloat16" else "float16", "float32")
+        tiling = forced
+        block_dim = min(ctx.config.num_cores, -(-m // forced.base_m) * -(-n // forced.base_n))
     return TilingData(block_dim=block_dim, tiling_key=1 if dt == "int8" else 0,
                       fields={"m": m, "n": n, "k": k, "matmul": tiling})
 

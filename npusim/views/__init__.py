@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time names load lazily below
     from .charts import CHARTS, bandwidth, compare, occupancy, roofline, timeline, utilization
     from .diagram import core_diagram
-    from .explorer import Control, Explorer, choice, int_choice, int_range, toggle
+    from .explorer import Control, Explorer, choice, int_choice, int_range, result_chart, toggle
     from .html import metrics_table, table
     from .trace import TraceBuilder, to_chrome_trace
 
@@ -28,7 +28,8 @@ _WHERE = {
                     "charts"),
     **dict.fromkeys(("metrics_table", "table"), "html"),
     **dict.fromkeys(("TraceBuilder", "to_chrome_trace"), "trace"),
-    **dict.fromkeys(("Explorer", "Control", "int_choice", "int_range", "choice", "toggle"), "explorer"),
+    **dict.fromkeys(("Explorer", "Control", "int_choice", "int_range", "choice", "toggle", "result_chart"),
+                    "explorer"),
     "core_diagram": "diagram",
 }
 

@@ -83,6 +83,12 @@ def toggle(name: str, value: bool = False, description: str | None = None) -> Co
     return Control(name, w.ToggleButton(value=value, description=_desc(name, description)))
 
 
+def result_chart(fn: Callable[[Any], Figure]) -> Callable[[Any], Figure]:
+    """Mark a chart function that draws the explored function's whole result (not only its profile)."""
+    fn.takes_result = True
+    return fn
+
+
 # --- the explorer --------------------------------------------------------------------------------
 
 def _png_output(fig: Figure, dpi: float | None) -> dict:
@@ -101,7 +107,8 @@ class Explorer:
 
     ``charts``: names from :data:`npusim.views.charts.CHARTS` (``"timeline"``, ``"utilization"``,
     ``"bandwidth"``, ``"roofline"``, ``"occupancy"``), ``"compare"`` (the pinned baseline vs the current
-    profile; skipped until a baseline is pinned), or callables ``Profile -> Figure``. ``metrics``: keys of
+    profile; skipped until a baseline is pinned), callables ``Profile -> Figure``, or callables marked with
+    :func:`result_chart`, which get ``fn``'s whole result. ``metrics``: keys of
     ``Profile.metrics()`` to tabulate (None: all).
 
     For tests and tools: ``controls`` (name -> widget; set ``.value`` to drive it), ``redraws`` (count of
@@ -180,7 +187,7 @@ class Explorer:
                 raise UsageError(f"the explored function returned {type(result).__name__}, not a Profile "
                                  "or a result with .profile")
             t1 = time.perf_counter()
-            figures = {name: self._draw(name, chart, profile) for name, chart in self.charts}
+            figures = {name: self._draw(name, chart, profile, result) for name, chart in self.charts}
             figures = {k: f for k, f in figures.items() if f is not None}
             t2 = time.perf_counter()
             outputs = tuple(_png_output(f, self.dpi) for f in figures.values())
@@ -198,12 +205,12 @@ class Explorer:
         self.redraws += 1
         return True
 
-    def _draw(self, name: str, chart: Any, profile: Profile) -> Figure | None:
+    def _draw(self, name: str, chart: Any, profile: Profile, result: Any) -> Figure | None:
         if chart == "compare":
             if self.baseline is None:
                 return None
             return compare([self.baseline, profile], ["baseline", "current"])
-        return chart(profile)
+        return chart(result) if getattr(chart, "takes_result", False) else chart(profile)
 
     def _fail(self, e: BaseException, params: dict) -> None:
         self.last_error = e
