@@ -104,8 +104,8 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
             busy[p.msprof_name] += core.busy[p]
         for k, v in core.path_bytes.items():
             path_bytes[k] = path_bytes.get(k, 0) + v
-        records.extend((b, *r) for r in core.records)
-        occupancy.extend((b, *e) for e in core.occupancy)
+        records.append(core.records)
+        occupancy.append(core.occupancy)
         block_reserved.append({name: mem.top for name, mem in core.memories.items()})
         for name, mem in core.memories.items():
             reserved[name] = max(reserved.get(name, 0), mem.top)
@@ -118,6 +118,6 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
         kernel=getattr(kernel_fn, "__name__", "kernel"), config=cfg, block_dim=block_dim,
         total_cycles=max(core_free), block_start_cycles=block_start, block_end_cycles=block_end, pipe_busy_cycles=busy,
         path_bytes=path_bytes, cube_macs=macs, cube_ideal_cycles=cube_ideal, cube_dtype=cube_dtype,
-        vector_ops=vec_ops, vector_ideal_cycles=vec_ideal, raw_records=records,
-        occupancy_events=occupancy, reserved_bytes=reserved, block_reserved_bytes=block_reserved)
+        vector_ops=vec_ops, vector_ideal_cycles=vec_ideal, block_records=records,
+        block_occupancy=occupancy, reserved_bytes=reserved, block_reserved_bytes=block_reserved)
     return LaunchResult({k: v.array for k, v in gm.items()}, profile)

@@ -51,10 +51,20 @@ class Profile:
     cube_dtype: str | None
     vector_ops: int
     vector_ideal_cycles: float
-    raw_records: list[tuple] = dataclasses.field(repr=False, default_factory=list)
-    occupancy_events: list[tuple] = dataclasses.field(repr=False, default_factory=list)
+    block_records: list[list[tuple]] = dataclasses.field(repr=False, default_factory=list)
+    block_occupancy: list[list[tuple]] = dataclasses.field(repr=False, default_factory=list)
     reserved_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
     block_reserved_bytes: list[dict[str, int]] = dataclasses.field(repr=False, default_factory=list)
+
+    @cached_property
+    def raw_records(self) -> list[tuple]:
+        """Every timeline record as ``(block, pipe, start, end, op, nbytes, (file, line))``."""
+        return [(b, *r) for b, recs in enumerate(self.block_records) for r in recs]
+
+    @cached_property
+    def occupancy_events(self) -> list[tuple]:
+        """Live-tensor events ``(block, time, memory, +/- bytes)`` (alloc_tensor adds, free_tensor removes)."""
+        return [(b, *e) for b, evs in enumerate(self.block_occupancy) for e in evs]
 
     @property
     def total(self) -> float:
@@ -205,7 +215,7 @@ class Profile:
     @property
     def instruction_count(self) -> int:
         """Instructions executed (the scalar unit's ``ISSUE`` spans on the S lane are not counted)."""
-        return sum(1 for r in self.raw_records if r[4] != ISSUE)
+        return sum(1 for recs in self.block_records for r in recs if r[3] != ISSUE)
 
     # --- presentation -----------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:

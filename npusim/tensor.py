@@ -109,7 +109,7 @@ class Slot:
     """A block of on-chip memory handed out by a queue or TBuf; tracks the tensor lifecycle."""
 
     __slots__ = ("memory", "addr", "nbytes", "label", "state", "gen", "owner",
-                 "ready_t", "ready_vc", "free_t", "free_vc", "site", "live_since")
+                 "ready_t", "ready_vc", "free_t", "free_vc", "site", "live_since", "views")
 
     FREE, ALLOCATED, QUEUED, DEQUEUED, SCRATCH = "free", "allocated", "enqueued", "dequeued", "scratch"
 
@@ -125,6 +125,7 @@ class Slot:
         self.ready_vc = self.free_vc = None
         self.site = None
         self.live_since = 0.0
+        self.views: dict = {}  # dtype -> numpy view of the whole block
 
 
 class LocalTensor:
@@ -160,7 +161,15 @@ class LocalTensor:
         """The numpy view of the whole tensor (no timing, no checks: for the simulator's own use)."""
         v = self._view
         if v is None:
-            v = self._view = self.slot.memory.buf[self.addr:self.addr + self.nbytes].view(self.dtype)
+            slot = self.slot
+            if (self.addr - slot.addr) % self.dtype.itemsize:  # a reinterpreted, unaligned sub-tensor
+                v = self._view = slot.memory.buf[self.addr:self.addr + self.nbytes].view(self.dtype)
+                return v
+            whole = slot.views.get(self.dtype)
+            if whole is None:
+                whole = slot.views[self.dtype] = slot.memory.buf[slot.addr:slot.addr + slot.nbytes].view(self.dtype)
+            first = (self.addr - slot.addr) // self.dtype.itemsize
+            v = self._view = whole if first == 0 and self.size == whole.size else whole[first:first + self.size]
         return v
 
     def __getitem__(self, key) -> "LocalTensor":
