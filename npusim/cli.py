@@ -1,4 +1,4 @@
-"""The ``npusim`` command line: ``npusim bench``, ``npusim labs make|check``."""
+"""The ``npusim`` command line: ``npusim bench``, ``npusim labs make|check``, ``npusim grade``."""
 
 from __future__ import annotations
 
@@ -35,6 +35,12 @@ def _labs(args) -> int:
     return 0
 
 
+def _grade(args) -> int:
+    from .course.grading import main as grade
+
+    return grade(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="npusim", description="Ascend-style NPU simulator for teaching")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -49,6 +55,21 @@ def main(argv: list[str] | None = None) -> int:
     labs.add_argument("--root", help="course root (default: found from the current folder)")
     labs.add_argument("--clean-solutions", action="store_true", help="(make) also clear outputs in solutions/")
     labs.set_defaults(func=_labs)
+
+    g = sub.add_parser("grade", help="run learner notebooks with the canonical check cells; write a CSV "
+                                     "gradebook and Markdown feedback (a notebook runs arbitrary code: grade "
+                                     "untrusted ones in a throwaway container)")
+    g.add_argument("submissions", nargs="+", metavar="SUBMISSION.ipynb",
+                   help="learner notebooks (a folder stands for every .ipynb below it)")
+    g.add_argument("--out", default="gradebook.csv", help="the CSV gradebook (default: gradebook.csv)")
+    g.add_argument("--timeout", type=float, default=120, help="seconds one cell may run (default: 120)")
+    g.add_argument("--notebook-timeout", type=float,
+                   help="seconds the whole notebook may run (default: 3 x --timeout, at least 600)")
+    g.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default: 1)")
+    g.add_argument("--feedback-dir", default="feedback", help="one Markdown file per learner (default: feedback/)")
+    g.add_argument("--root", help="course root holding solutions/ (default: found from the current folder)")
+    g.add_argument("--keep", help="(debugging) keep each restored notebook and its raw results in this folder")
+    g.set_defaults(func=_grade)
 
     args = parser.parse_args(argv)
     return args.func(args)
