@@ -8,15 +8,23 @@
 - ``"layout"`` (c): b on NC1HWC0 input, produced by a transform kernel: long contiguous DMA runs.
 - ``"img2col"`` (d): load_data_3d builds the im2col matrix on chip from one copy of the input band.
 
+Fusion (lab 06): ``conv2d(..., relu=True)`` applies ReLU in the img2col kernel's drain (an ``Epilogue``:
+inside Fixpipe on A2, a vector pass in UB on 'classic'), or as a separate kernel with ``fuse=False``;
+``deq_scale`` dequantises an int8 convolution to float16 there too. ``compare_fusion`` runs both ways.
+
 Modules: geometry (shape arithmetic), tiling (block sizes, ``explain()``), host (host-side constants),
 transform (layout transform kernels), staging (NCHW padding), rowwise (what a-c share), direct, reuse,
-layout, img2col (the kernels), api (the host-side runners), bench_cases (``npusim bench``).
+layout, img2col (the kernels), common (Drain, Epilogue), fusion (the separate ReLU launch, fused vs
+separate), api (the host-side runners), bench_cases (``npusim bench``).
 """
 
 from .api import ConvResult, conv2d, run_direct, run_img2col, run_layout, run_reuse
+from .common import Epilogue
+from .fusion import FusionComparison, compare_fusion
 from .geometry import ConvGeometry
 from .tiling import VARIANTS, ConvTiling, choose_tiling
 from .transform import to_nc1hwc0, to_nchw
 
 __all__ = ["conv2d", "run_direct", "run_reuse", "run_layout", "run_img2col", "ConvResult", "ConvGeometry",
-           "ConvTiling", "choose_tiling", "VARIANTS", "to_nc1hwc0", "to_nchw"]
+           "ConvTiling", "choose_tiling", "VARIANTS", "to_nc1hwc0", "to_nchw", "Epilogue", "compare_fusion",
+           "FusionComparison"]

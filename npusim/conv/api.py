@@ -13,6 +13,12 @@ reuse       NCHW (once per band, Kw x)    DMA + fractal transpose    NCHW (Fixpi
 layout      NC1HWC0, padded (transform)   DMA, no transpose          NCHW (Fixpipe)
 img2col     NC1HWC0 (transform)           load_data_3d (MTE1)        NHWC, then NHWC->NCHW transform
 ==========  ============================  ========================  ==============================
+
+``relu=True`` applies ReLU to the output: fused into the img2col kernel's drain (``fuse=True``, the
+default: in Fixpipe on A2, in UB on 'classic'), or as a separate vector kernel launched after the
+convolution (``fuse=False``; the only way for the other variants). ``deq_scale`` (int8 inputs, img2col)
+dequantises the int32 accumulator to float16 in the drain: one fp32 scale, or one per output channel.
+Separate launches are listed in ``ConvResult.separate`` with their Profiles (see :mod:`.fusion`).
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ import numpy as np
 import npusim as ns
 
 from . import host
+from .common import Epilogue
 from .direct import conv2d_direct
+from .fusion import chain, dequant_scales, run_relu
 from .geometry import ConvGeometry, dtype_of
 from .img2col import conv2d_img2col
 from .layout import conv2d_layout
@@ -46,6 +54,10 @@ class ConvResult:
     geometry: ConvGeometry
     transforms: dict[str, ns.Profile] = field(default_factory=dict)
     host_work: tuple[str, ...] = ()
+    separate: dict[str, ns.Profile] = field(default_factory=dict)
+    """Launches after the convolution that are part of the operation, e.g. ``{"relu": profile}``."""
+    epilogue: Epilogue = Epilogue()
+    """What the convolution kernel's drain did on the way out of L0C (fused ReLU, dequantisation)."""
 
     @property
     def outputs(self) -> dict[str, np.ndarray]:
@@ -57,8 +69,18 @@ class ConvResult:
     # --- figures ------------------------------------------------------------------------------------
     @property
     def total_cycles(self) -> float:
-        """Convolution plus device-side transforms, launched one after the other (launch overheads excluded)."""
-        return self.profile.total_cycles + sum(p.total_cycles for p in self.transforms.values())
+        """Convolution plus device-side transforms and separate launches (ReLU), one after the other
+        (launch overheads excluded)."""
+        return (self.profile.total_cycles + sum(p.total_cycles for p in self.transforms.values())
+                + sum(p.total_cycles for p in self.separate.values()))
+
+    @property
+    def kernels_profile(self) -> ns.Profile:
+        """The convolution kernel and the separate launches after it (a ReLU kernel) on one timeline:
+        the part that fusion changes. Just ``profile`` when nothing runs separately."""
+        if not self.separate:
+            return self.profile
+        return chain([self.profile, *self.separate.values()])
 
     @property
     def total_time_us(self) -> float:
@@ -84,21 +106,27 @@ class ConvResult:
              "critical_pipe": p.critical_pipe, "instructions": p.instruction_count}
         for name, tp in self.transforms.items():
             d[f"{name}_us"] = tp.time_us
+        for name, tp in self.separate.items():
+            d[f"{name}_us"] = tp.time_us
         d["total_us"] = self.total_time_us
         d["total_mac_utilization"] = p.cube_ideal_cycles / (p.active_cores * self.total_cycles)
         return d
 
     def summary(self) -> str:
         f = self.figures()
-        lines = [f"conv2d[{self.variant}] {self.geometry.describe()} on '{self.profile.config.name}'",
+        ep = f", epilogue {self.epilogue.describe()} (fused)" if self.epilogue else ""
+        lines = [f"conv2d[{self.variant}] {self.geometry.describe()} on '{self.profile.config.name}'{ep}",
                  f"  kernel: {f['time_us']:.2f} us, MAC utilization {f['mac_utilization']:.1%}, "
                  f"GM {f['gm_bytes']:,} B ({f['gm_bytes_per_output']:.2f} B per output), MTE2 busy "
                  f"{f['mte2_us']:.2f} us, critical pipe {f['critical_pipe']}"]
         for name, tp in self.transforms.items():
             busy = ", ".join(f"{k} {v:.0%}" for k, v in tp.pipe_ratio.items() if v >= 0.05 and k != "scalar")
             lines.append(f"  transform {name}: {tp.time_us:.2f} us, GM {tp.gm_bytes:,} B, busy: {busy}")
-        if self.transforms:
-            lines.append(f"  kernel + transforms: {self.total_time_us:.2f} us "
+        for name, tp in self.separate.items():
+            lines.append(f"  separate {name} kernel: {tp.time_us:.2f} us, GM {tp.gm_bytes:,} B")
+        if self.transforms or self.separate:
+            lines.append(f"  kernel + {'transforms' if self.transforms else 'separate launches'}: "
+                         f"{self.total_time_us:.2f} us "
                          f"(MAC utilization over the whole: {f['total_mac_utilization']:.1%})")
         lines += [f"  host: {h}" for h in self.host_work]
         lines.append("  tiling: " + self.tiling.short())
@@ -109,15 +137,16 @@ class ConvResult:
 
 
 # --- preparation ---------------------------------------------------------------------------------
-def _prepare(variant: str, x, w, bias, stride, padding, dilation, out_dtype, tiling, config):
+def _prepare(variant: str, x, w, bias, stride, padding, dilation, out_dtype, tiling, config,
+             epilogue: Epilogue | None = None, dequant: bool = False):
     cfg = ns.get_config(config)
     x = np.asarray(x)
     w = np.asarray(w)
-    g = ConvGeometry.of(x.shape, w.shape, stride, padding, dilation, x.dtype, out_dtype)
+    g = ConvGeometry.of(x.shape, w.shape, stride, padding, dilation, x.dtype, out_dtype, dequant=dequant)
     if g.dtype == "int8" and w.dtype != np.int8:
         raise ns.DtypeError(f"conv2d: int8 inputs need int8 weights, not {w.dtype}")
     if tiling is None:
-        t = choose_tiling(g, cfg, variant)
+        t = choose_tiling(g, cfg, variant, epilogue)
     else:
         if not isinstance(tiling, ConvTiling):
             raise ns.UsageError(f"tiling must be a ConvTiling (see npusim.conv.choose_tiling), "
@@ -125,7 +154,7 @@ def _prepare(variant: str, x, w, bias, stride, padding, dilation, out_dtype, til
         if tiling.variant != variant:
             raise ns.UsageError(f"a tiling for '{tiling.variant}' was given to the '{variant}' variant")
         t = tiling
-        t.check(g, cfg)
+        t.check(g, cfg, epilogue)
     b = host.check_bias(bias, g)
     wz = host.fractal_z_weights(w, g)
     work = [f"weights (Cout, Cin, Kh, Kw) -> FRACTAL_Z, {wz.nbytes:,} B: converted once on the host, as a "
@@ -185,30 +214,70 @@ def run_layout(x, w, bias=None, stride=1, padding=0, dilation=1, *, out_dtype=No
 
 
 def run_img2col(x, w, bias=None, stride=1, padding=0, dilation=1, *, out_dtype=None, tiling=None, config=None,
-                block_dim: int = 1, sanitize: str = "error") -> ConvResult:
-    """Variant d (+ img2col on the Cube): NC1HWC0 input, load_data_3d, NHWC out, then NHWC -> NCHW."""
-    cfg, x, g, t, b, wz, work = _prepare("img2col", x, w, bias, stride, padding, dilation, out_dtype, tiling, config)
+                block_dim: int = 1, sanitize: str = "error", relu: bool = False, deq_scale=None,
+                fuse: bool = True, drain=None) -> ConvResult:
+    """Variant d (+ img2col on the Cube): NC1HWC0 input, load_data_3d, NHWC out, then NHWC -> NCHW.
+
+    ``relu``: ReLU on the output, in the kernel's drain (``fuse=True``) or as a separate vector kernel on the
+    NHWC output before the transform (``fuse=False``, listed in ``separate``). ``deq_scale`` (int8 inputs):
+    dequantise the int32 accumulator in the drain with this fp32 scale (a number, or one per output
+    channel); the output is then float16 (or ``out_dtype="float32"``). ``drain``: a class to use instead of
+    :class:`~npusim.conv.common.Drain` (same constructor and call; lab 06 plugs its own in)."""
+    dequant = deq_scale is not None
+    if dequant:   # the scale's shape needs Cout: check it against the geometry first
+        g0 = ConvGeometry.of(np.shape(x), np.shape(w), stride, padding, dilation, np.asarray(x).dtype, out_dtype,
+                             dequant=True)
+        scale, kind = dequant_scales(deq_scale, g0)
+    else:
+        scale, kind = None, None
+    epilogue = Epilogue(relu=relu and fuse, dequant=kind)
+    cfg, x, g, t, b, wz, work = _prepare("img2col", x, w, bias, stride, padding, dilation, out_dtype, tiling, config,
+                                         epilogue, dequant)
     x5, p_in = to_nc1hwc0(x, config=cfg, block_dim=block_dim, sanitize=sanitize)
     bias_row = b if b is not None else np.zeros(g.cout, dtype=dtype_of(g.dtype))
     const = np.concatenate([host.ones_fractal(g), host.bias_row_zn(bias_row, g)])
     y = np.empty((g.n, g.ho, g.wo, g.cout), dtype=dtype_of(g.out_dtype))
-    res = ns.launch(conv2d_img2col, block_dim, x5, wz, const, y, g, t, b is not None, config=cfg, sanitize=sanitize)
-    out, p_out = to_nchw(res["y"], config=cfg, block_dim=block_dim, sanitize=sanitize)
-    return _launch_result("img2col", out, res.profile, t, g, {"nchw_to_nc1hwc0": p_in, "nhwc_to_nchw": p_out}, work)
+    if dequant:
+        work.append(f"dequantisation scale{'s' if kind == 'channel' else ''}: {kind}, fp32"
+                    + (f", padded to {scale.size} channels" if kind == "channel" else ""))
+    res = ns.launch(conv2d_img2col, block_dim, x5, wz, const, y, g, t, b is not None, epilogue or None, scale,
+                    drain, config=cfg, sanitize=sanitize)
+    y = res["y"]
+    separate = {}
+    if relu and not fuse:   # the separate pair: y goes to GM, and a vector kernel reads it back and writes it
+        y, separate["relu"] = run_relu(y, config=cfg, block_dim=block_dim, sanitize=sanitize)
+    out, p_out = to_nchw(y, config=cfg, block_dim=block_dim, sanitize=sanitize)
+    r = _launch_result("img2col", out, res.profile, t, g, {"nchw_to_nc1hwc0": p_in, "nhwc_to_nchw": p_out}, work)
+    r.separate, r.epilogue = separate, epilogue
+    return r
 
 
 RUNNERS = {"direct": run_direct, "reuse": run_reuse, "layout": run_layout, "img2col": run_img2col}
 
 
 def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, *, variant: str = "img2col", out_dtype=None,
-           tiling: ConvTiling | None = None, config=None, block_dim: int = 1, sanitize: str = "error") -> ConvResult:
+           tiling: ConvTiling | None = None, config=None, block_dim: int = 1, sanitize: str = "error",
+           relu: bool = False, deq_scale=None, fuse: bool = True) -> ConvResult:
     """``torch.nn.functional.conv2d`` on the simulated core: ``x`` (N, Cin, H, W) and ``w`` (Cout, Cin, Kh, Kw)
     numpy arrays (fp16, fp32 on A2, or int8), NCHW output in ``result.output`` (also ``result["y"]``).
 
     ``variant`` is one of ``"direct"``, ``"reuse"``, ``"layout"``, ``"img2col"`` (see the module table);
-    ``out_dtype`` defaults to the input dtype (int32 for int8); ``tiling`` defaults to
-    :func:`choose_tiling`'s choice."""
+    ``out_dtype`` defaults to the input dtype (int32 for int8; float16 when dequantised); ``tiling``
+    defaults to :func:`choose_tiling`'s choice. ``relu``, ``fuse`` and ``deq_scale``: see the module
+    docstring (fusion and dequantisation are img2col's; the other variants run ReLU separately)."""
     if variant not in RUNNERS:
         raise ns.UsageError(f"unknown conv2d variant {variant!r}; choose one of {VARIANTS}")
-    return RUNNERS[variant](x, w, bias, stride, padding, dilation, out_dtype=out_dtype, tiling=tiling,
-                            config=config, block_dim=block_dim, sanitize=sanitize)
+    if variant == "img2col":
+        return run_img2col(x, w, bias, stride, padding, dilation, out_dtype=out_dtype, tiling=tiling, config=config,
+                           block_dim=block_dim, sanitize=sanitize, relu=relu, deq_scale=deq_scale, fuse=fuse)
+    if deq_scale is not None or (relu and fuse):
+        what = "dequantisation (deq_scale)" if deq_scale is not None else "a fused ReLU"
+        raise ns.UsageError(f"conv2d ({variant}): {what} is done in the img2col kernel's drain only: use "
+                            f"variant='img2col'" + ("" if deq_scale is not None else
+                                                    ", or fuse=False for a separate ReLU kernel"))
+    res = RUNNERS[variant](x, w, bias, stride, padding, dilation, out_dtype=out_dtype, tiling=tiling,
+                           config=config, block_dim=block_dim, sanitize=sanitize)
+    if relu:
+        res.output, res.separate["relu"] = run_relu(res.output, config=config, block_dim=block_dim,
+                                                    sanitize=sanitize)
+    return res

@@ -22,6 +22,9 @@ OUT_DTYPES = {
     "int8": ("int32",),
 }
 
+#: input dtype -> output dtypes when the drain dequantises the accumulator (int32 x fp32 scale, in Fixpipe)
+DEQUANT_OUT_DTYPES = {"int8": ("float16", "float32")}
+
 
 DTYPES = {"float16": ns.float16, "bfloat16": ns.bfloat16, "float32": ns.float32, "int8": ns.int8, "int32": ns.int32}
 """Element types by name (numpy dtypes; bfloat16 from ml_dtypes, as npusim exports it)."""
@@ -68,8 +71,9 @@ class ConvGeometry:
 
     @classmethod
     def of(cls, x_shape, w_shape, stride=1, padding=0, dilation=1, dtype="float16",
-           out_dtype: str | None = None) -> "ConvGeometry":
-        """Check the shapes and arguments of ``conv2d(x, w, ...)`` and derive the geometry."""
+           out_dtype: str | None = None, dequant: bool = False) -> "ConvGeometry":
+        """Check the shapes and arguments of ``conv2d(x, w, ...)`` and derive the geometry. ``dequant``: the
+        int32 accumulator of int8 inputs is dequantised to a float output (float16 by default)."""
         if len(x_shape) != 4 or len(w_shape) != 4:
             raise ns.UsageError(f"conv2d needs an NCHW input and (Cout, Cin, Kh, Kw) weights, got shapes "
                                 f"{tuple(x_shape)} and {tuple(w_shape)}")
@@ -86,11 +90,17 @@ class ConvGeometry:
         dtype = name_of(dtype)
         if dtype not in OUT_DTYPES:
             raise ns.DtypeError(f"conv2d takes {', '.join(OUT_DTYPES)} inputs, not {dtype}")
-        out_dtype = name_of(out_dtype) if out_dtype is not None else OUT_DTYPES[dtype][0]
-        if out_dtype not in OUT_DTYPES[dtype]:
-            raise ns.DtypeError(f"conv2d: {dtype} inputs give {' or '.join(OUT_DTYPES[dtype])} outputs "
-                                f"(through the {'int32' if dtype == 'int8' else 'fp32'} accumulator), "
-                                f"not {out_dtype}")
+        if dequant and dtype not in DEQUANT_OUT_DTYPES:
+            raise ns.DtypeError(f"conv2d: dequantisation scales are for int8 inputs (int32 accumulator), not "
+                                f"{dtype}")
+        outs = DEQUANT_OUT_DTYPES[dtype] if dequant else OUT_DTYPES[dtype]
+        out_dtype = name_of(out_dtype) if out_dtype is not None else outs[0]
+        if out_dtype not in outs:
+            raise ns.DtypeError(f"conv2d: {dtype} inputs give {' or '.join(outs)} outputs "
+                                f"(through the {'int32' if dtype == 'int8' else 'fp32'} accumulator"
+                                f"{', dequantised' if dequant else ''}), not {out_dtype}"
+                                + (" (float16 needs a dequantisation scale: deq_scale=...)"
+                                   if dtype == "int8" and not dequant else ""))
         g = cls(n, cin, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, dtype, out_dtype)
         if g.ho < 1 or g.wo < 1:
             raise ns.UsageError(f"conv2d: the {kh}x{kw} kernel (dilation {dh}x{dw}) does not fit the "

@@ -17,26 +17,34 @@ L0A only takes ``load_data_3d``, so the im2col matrix is the LEFT operand and ea
 (positions x Cout): Fixpipe writes NHWC rows. NCHW needs a transpose; it is the separate
 :func:`npusim.conv.transform.to_nchw` launch (its own Profile), as Ascend's TransData is a separate op.
 On the 'classic' preset the tiles leave through UB (vector pipe) instead of Fixpipe.
+
+Fusion: an :class:`~npusim.conv.common.Epilogue` (ReLU, int8 dequantisation with a per-tensor or
+per-channel scale) is applied by the drain, on the way out of L0C: inside Fixpipe on A2, as vector
+instructions in UB on 'classic'. The output then crosses the GM port once, already activated, instead of
+being written, read back by a ReLU kernel and written again. ``drain`` replaces the drain class (the
+exercise of lab 06 plugs its own in).
 """
 
 from __future__ import annotations
 
 import npusim as ns
 
-from .common import Drain, ceil_div, fractal, load_fractals, pipelined, round_up
+from .common import Drain, Epilogue, ceil_div, fractal, load_fractals, pipelined, round_up
 from .geometry import ConvGeometry, my_items, work_items
 from .tiling import ConvTiling
 
 
 class KernelImg2col:
-    """``y`` (N, Ho, Wo, Cout) = conv(``x5`` (N, C1, H, W, C0), ``wz`` (FRACTAL_Z)) [+ bias]."""
+    """``y`` (N, Ho, Wo, Cout) = epilogue(conv(``x5`` (N, C1, H, W, C0), ``wz`` (FRACTAL_Z)) [+ bias])."""
 
-    def __init__(self, x5, wz, const, y, g: ConvGeometry, t: ConvTiling, has_bias: bool):
+    def __init__(self, x5, wz, const, y, g: ConvGeometry, t: ConvTiling, has_bias: bool,
+                 epilogue: Epilogue | None = None, scale=None, drain=None):
         self.x5, self.wz, self.const, self.y = x5, wz, const, y
         self.g, self.t, self.has_bias = g, t, has_bias
+        self.epilogue, self.scale = epilogue or Epilogue(), scale
         self.dt = x5.dtype
         self.acc_dt = ns.int32 if self.dt == ns.int8 else ns.float32
-        plan = t.plan(g, ns.get_core_config())
+        plan = t.plan(g, ns.get_core_config(), self.epilogue)
         self.pipe = ns.TPipe()
         self.q_band = ns.TQue(ns.TPosition.A1)
         self.q_w = ns.TQue(ns.TPosition.B1)
@@ -47,7 +55,8 @@ class KernelImg2col:
         for q, name in ((self.q_band, "band"), (self.q_w, "weights"), (self.q_const, "const"), (self.q_a, "a"),
                         (self.q_b, "b"), (self.q_acc, "acc")):
             self.pipe.init_buffer(q, plan[name].num, plan[name].length)
-        self.drain = Drain(self.pipe, self.acc_dt, y.dtype, t.m_tile * round_up(t.cout_block, 16))
+        self.drain = (drain or Drain)(self.pipe, self.acc_dt, y.dtype, t.m_tile * round_up(t.cout_block, 16),
+                                      epilogue=self.epilogue, channels=g.cout)
         self.fr = fractal(self.dt)      # elements per fractal
 
     # --- the whole kernel ----------------------------------------------------------------------------
@@ -59,6 +68,8 @@ class KernelImg2col:
         if t.weights_resident:
             self.w_l1 = self.load_resident(self.q_w, self.wz, g.k1 * g.n1 * self.fr)
         self.c_l1 = self.load_resident(self.q_const, self.const, (1 + g.n1) * self.fr)
+        if self.epilogue.dequant:
+            self.drain.load_scales(self.scale)
         self.cins = t.cin_blocks(g)
         if len(self.cins) == 1:
             # the band holds every channel: one DMA per band, and every tile of the band reads it
@@ -139,7 +150,8 @@ class KernelImg2col:
         if k == len(self.cins) - 1:
             self.q_acc.enque(self.acc)
             acc = self.q_acc.deque()
-            self.drain(self.y[((n * g.ho + ho0) * g.wo + m0) * g.cout + co0:], acc, mt, cb, round_up(mt, 16), g.cout)
+            self.drain(self.y[((n * g.ho + ho0) * g.wo + m0) * g.cout + co0:], acc, mt, cb, round_up(mt, 16), g.cout,
+                       col0=co0)
             self.q_acc.free_tensor(acc)
 
     def mmad_step(self, acc, x_l1, image, m0, mt, k0, kw0, kt, co0, cb, first) -> None:
@@ -197,6 +209,8 @@ class KernelImg2col:
 
 
 @ns.kernel
-def conv2d_img2col(x5, wz, const, y, g: ConvGeometry, t: ConvTiling, has_bias: bool = False) -> None:
-    """NHWC ``y`` = conv2d of the NC1HWC0 input ``x5`` with FRACTAL_Z weights ``wz`` (see module doc)."""
-    KernelImg2col(x5, wz, const, y, g, t, has_bias).process()
+def conv2d_img2col(x5, wz, const, y, g: ConvGeometry, t: ConvTiling, has_bias: bool = False,
+                   epilogue: Epilogue | None = None, scale=None, drain=None) -> None:
+    """NHWC ``y`` = conv2d of the NC1HWC0 input ``x5`` with FRACTAL_Z weights ``wz`` (see module doc), through
+    the fused ``epilogue`` (``scale``: the GM fp32 dequantisation scales, 1 or Cout padded to 16 values)."""
+    KernelImg2col(x5, wz, const, y, g, t, has_bias, epilogue, scale, drain).process()

@@ -15,6 +15,11 @@ Sizes (all in elements):
 - ``m_tile`` / ``k_tile`` (img2col): positions and im2col columns per Mmad.
 - ``l1_buffers``, ``l0_buffers``, ``l0c_buffers``: 2 means double buffering.
 - ``weights_resident``: the whole FRACTAL_Z weight tensor stays in L1 (else it is streamed per tile).
+
+A fused epilogue (:class:`~npusim.conv.common.Epilogue`: ReLU, int8 dequantisation) has buffers of its
+own: per-channel scales in L1 (A2) or UB (classic), and on 'classic' a UB tile of repeated scales beside
+the drain's tiles. ``plan``, ``usage``, ``check`` and ``choose_tiling`` take the ``epilogue`` so that the
+block sizes are chosen, and checked, for the pipeline that will run.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from dataclasses import dataclass, field
 
 import npusim as ns
 
-from .common import FRACTAL_BYTES, ceil_div, round_up
+from .common import FRACTAL_BYTES, Epilogue, ceil_div, round_up
 from .geometry import ConvGeometry
 
 VARIANTS = ("direct", "reuse", "layout", "img2col")
@@ -79,8 +84,8 @@ class ConvTiling:
         return min(r, g.h) if self.variant == "img2col" else r
 
     # --- buffers -------------------------------------------------------------------------------------
-    def plan(self, g: ConvGeometry, cfg: ns.HardwareConfig) -> dict[str, BufferPlan]:
-        """Every buffer the kernel reserves, by name."""
+    def plan(self, g: ConvGeometry, cfg: ns.HardwareConfig, epilogue: Epilogue | None = None) -> dict[str, BufferPlan]:
+        """Every buffer the kernel reserves, by name (with the buffers of a fused ``epilogue``)."""
         F = FRACTAL_BYTES
         c0 = g.c0
         cb16 = round_up(self.cout_block, 16)
@@ -116,18 +121,23 @@ class ConvTiling:
             drain_elems = cb16 * w1 * 16
             if self.variant in ("direct", "reuse") and needs_staging(g):
                 out.extend(staging_plan(g))
+        per_channel = epilogue is not None and epilogue.per_channel
+        if per_channel:   # every output channel's fp32 scale, loaded once
+            out.append(BufferPlan("scale", "L1" if cfg.has_fixpipe else "UB", 1, round_up(g.cout, 16) * 4))
         if not cfg.has_fixpipe:
             out.append(BufferPlan("drain_acc", "UB", 1, drain_elems * 4))
             out.append(BufferPlan("drain_nz", "UB", 1, drain_elems * g.osz))
             out.append(BufferPlan("drain_out", "UB", 2, drain_elems * g.osz))
+            if per_channel:
+                out.append(BufferPlan("scale_tile", "UB", 1, drain_elems * 4))
         return {b.name: b for b in out}
 
-    def usage(self, g: ConvGeometry, cfg: ns.HardwareConfig) -> dict[str, int]:
+    def usage(self, g: ConvGeometry, cfg: ns.HardwareConfig, epilogue: Epilogue | None = None) -> dict[str, int]:
         """Bytes each memory will have reserved, with the allocator's alignment and 32 B rounding."""
         align = {"UB": cfg.ub_align_bytes, "L1": cfg.l1_align_bytes, "L0A": cfg.l0ab_align_bytes,
                  "L0B": cfg.l0ab_align_bytes, "L0C": cfg.l0c_align_bytes}
         top: dict[str, int] = {}
-        for b in self.plan(g, cfg).values():
+        for b in self.plan(g, cfg, epilogue).values():
             t = top.get(b.memory, 0)
             for _ in range(b.num):
                 t = round_up(t, align[b.memory]) + round_up(b.length, 32)
@@ -135,9 +145,10 @@ class ConvTiling:
         return top
 
     # --- validation ----------------------------------------------------------------------------------
-    def check(self, g: ConvGeometry, cfg: ns.HardwareConfig) -> None:
+    def check(self, g: ConvGeometry, cfg: ns.HardwareConfig, epilogue: Epilogue | None = None) -> None:
         """Raise a UsageError (illegal size), DtypeError or CapacityError (does not fit) before launching."""
         check_dtype(self.variant, g, cfg)
+        check_epilogue(self.variant, g, epilogue)
         c0 = g.c0
         if self.variant not in VARIANTS:
             raise ns.UsageError(f"unknown conv2d variant {self.variant!r}; choose one of {VARIANTS}")
@@ -168,17 +179,18 @@ class ConvTiling:
             bad.append(f"tile sizes must stay <= {limit} (Mmad's m, n and k are 12-bit)")
         if bad:
             raise ns.UsageError(f"invalid conv2d tiling {self.short()} for {g.describe()}: " + "; ".join(bad))
-        plan = self.plan(g, cfg)
+        plan = self.plan(g, cfg, epilogue)
         nbuf = sum(b.num for b in plan.values())
         if nbuf > cfg.max_buffers:
             raise ns.CapacityError(f"conv2d tiling {self.short()} needs {nbuf} buffers; a TPipe holds at most "
                                    f"{cfg.max_buffers}", hint="use fewer rows per band")
-        for mem, used in self.usage(g, cfg).items():
+        for mem, used in self.usage(g, cfg, epilogue).items():
             cap = cfg.memory_bytes(mem)
             if used > cap:
                 parts = ", ".join(f"{b.name} {b.num} x {b.length} B" for b in plan.values() if b.memory == mem)
+                with_ep = f" with the {epilogue.describe()} epilogue" if epilogue else ""
                 raise ns.CapacityError(
-                    f"conv2d tiling {self.short()} needs {used} B of {mem} ({_POSITION[mem]}) but "
+                    f"conv2d tiling {self.short()}{with_ep} needs {used} B of {mem} ({_POSITION[mem]}) but "
                     f"'{cfg.name}' has {cap} B: {parts}",
                     hint="use smaller tiles or fewer buffers (or let choose_tiling pick)",
                     memory=mem, requested=used, capacity=cap)
@@ -244,22 +256,38 @@ def check_dtype(variant: str, g: ConvGeometry, cfg: ns.HardwareConfig) -> None:
             hint="use the 'layout' or 'img2col' variant: NC1HWC0 fractals need no transpose")
 
 
+def check_epilogue(variant: str, g: ConvGeometry, epilogue: Epilogue | None) -> None:
+    """A fused epilogue exists in the img2col kernel; dequantisation needs int8 inputs and a float output."""
+    if not epilogue:
+        return
+    if variant != "img2col":
+        raise ns.UsageError(f"conv2d ({variant}): a fused epilogue ({epilogue.describe()}) is implemented in the "
+                            f"img2col kernel only: use variant='img2col', or run ReLU as a separate kernel "
+                            f"(fuse=False)")
+    if epilogue.dequant and (g.dtype != "int8" or g.out_dtype not in ("float16", "float32")):
+        raise ns.DtypeError(f"conv2d: dequantisation turns the int32 accumulator of int8 inputs into float16 or "
+                            f"float32; this convolution is {g.dtype} -> {g.out_dtype}")
+
+
 # --- choosing ---------------------------------------------------------------------------------------
-def choose_tiling(g: ConvGeometry, cfg: ns.HardwareConfig | str | None = None, variant: str = "img2col") -> ConvTiling:
-    """Legal, reasonably fast block sizes for ``variant`` on ``cfg``; see ``explain()`` for the why."""
+def choose_tiling(g: ConvGeometry, cfg: ns.HardwareConfig | str | None = None, variant: str = "img2col",
+                  epilogue: Epilogue | None = None) -> ConvTiling:
+    """Legal, reasonably fast block sizes for ``variant`` on ``cfg`` (with the buffers of a fused
+    ``epilogue``); see ``explain()`` for the why."""
     cfg = ns.get_config(cfg)
     if variant not in VARIANTS:
         raise ns.UsageError(f"unknown conv2d variant {variant!r}; choose one of {VARIANTS}")
     check_dtype(variant, g, cfg)
-    t = _choose_img2col(g, cfg) if variant == "img2col" else _choose_rowwise(g, cfg, variant)
-    t.check(g, cfg)
+    check_epilogue(variant, g, epilogue)
+    t = _choose_img2col(g, cfg, epilogue or None) if variant == "img2col" else _choose_rowwise(g, cfg, variant)
+    t.check(g, cfg, epilogue)
     return t
 
 
-def _fits(t: ConvTiling, g: ConvGeometry, cfg) -> bool:
-    use = t.usage(g, cfg)
+def _fits(t: ConvTiling, g: ConvGeometry, cfg, epilogue: Epilogue | None = None) -> bool:
+    use = t.usage(g, cfg, epilogue)
     return (all(v <= cfg.memory_bytes(m) for m, v in use.items())
-            and sum(b.num for b in t.plan(g, cfg).values()) <= cfg.max_buffers)
+            and sum(b.num for b in t.plan(g, cfg, epilogue).values()) <= cfg.max_buffers)
 
 
 def _largest(lo: int, hi: int, ok) -> int | None:
@@ -274,7 +302,7 @@ def _largest(lo: int, hi: int, ok) -> int | None:
     return best
 
 
-def _choose_img2col(g: ConvGeometry, cfg) -> ConvTiling:
+def _choose_img2col(g: ConvGeometry, cfg, epilogue: Epilogue | None = None) -> ConvTiling:
     why: list[str] = []
     c0, isz = g.c0, g.isz
     cout16 = round_up(g.cout, 16)
@@ -287,8 +315,11 @@ def _choose_img2col(g: ConvGeometry, cfg) -> ConvTiling:
     # M: positions per Mmad, bounded by two accumulators in L0C (and, without Fixpipe, by the drain in UB)
     m_cap_l0c = cfg.l0c_bytes // (2 * cb * 4) // 16 * 16
     m_cap = max(16, min(m_cap_l0c, 256))
-    if not cfg.has_fixpipe:
-        m_cap = max(16, min(m_cap, cfg.ub_bytes // (cb * (4 + 3 * g.osz)) // 16 * 16))
+    per_channel = epilogue is not None and epilogue.per_channel
+    if not cfg.has_fixpipe:   # the drain's UB tiles: fp32 acc, NZ and two outputs (+ the repeated scales)
+        drain_bytes = 4 + 3 * g.osz + (4 if per_channel else 0)
+        m_cap = max(16, min(m_cap, (cfg.ub_bytes - (round_up(g.cout, 16) * 4 if per_channel else 0))
+                            // (cb * drain_bytes) // 16 * 16))
     w_res = g.k1 * g.n1 * FRACTAL_BYTES
     min_bands = 4 if g.n == 1 else 2
     rows_cap = max(1, ceil_div(g.ho, min_bands))
@@ -312,7 +343,7 @@ def _choose_img2col(g: ConvGeometry, cfg) -> ConvTiling:
         for l1b in (2, 1):
             cands = []
             for res in (True, False):
-                rows = _largest(1, rows_cap, lambda r: _fits(make(r, cin_block, l1b, res, 16, c0), g, cfg))
+                rows = _largest(1, rows_cap, lambda r: _fits(make(r, cin_block, l1b, res, 16, c0), g, cfg, epilogue))
                 if rows is not None:
                     cands.append((gm_reads(rows, cin_block, res), not res, rows, cin_block, l1b, res))
             if cands:
@@ -338,7 +369,7 @@ def _choose_img2col(g: ConvGeometry, cfg) -> ConvTiling:
 
     m_tile, k_tile = mk_tiles(m_cap, k_block)
     shrunk = []
-    while not _fits(make(rows, cin_block, l1b, resident, m_tile, k_tile), g, cfg):
+    while not _fits(make(rows, cin_block, l1b, resident, m_tile, k_tile), g, cfg, epilogue):
         if k_tile > c0:                    # the larger tiles did not fit (streamed weight tiles in L1, or UB)
             m_tile, k_tile = mk_tiles(m_tile, max(c0, k_tile // 2))
             shrunk.append("k_tile")
@@ -369,7 +400,8 @@ def _choose_img2col(g: ConvGeometry, cfg) -> ConvTiling:
                f" at most {m_cap} (" + (f"two {m_cap}x{cout_block} fp32 accumulators fill L0C {cfg.l0c_bytes} B"
                                         if m_cap == m_cap_l0c else "capped at 256, a large enough Mmad"
                                         if m_cap == 256 else f"the drain through UB ({cfg.ub_bytes} B) holds an "
-                                        f"fp32 tile and three output-dtype copies") + ")")
+                                        f"fp32 tile and three output-dtype copies" + (" and a tile of repeated fp32 "
+                                        "scales" if per_channel else "")) + ")")
     why.append(f"k_tile={k_tile}: K = C1b*Kh*Kw*C0 = {k_block} per Cin block in {ceil_div(k_block, k_tile)} equal "
                f"steps, bounded by double-buffered {m_tile}x{k_tile} im2col tiles in L0A ({cfg.l0a_bytes} B) and "
                f"{k_tile}x{cout_block} weight tiles in L0B ({cfg.l0b_bytes} B)")
@@ -377,6 +409,15 @@ def _choose_img2col(g: ConvGeometry, cfg) -> ConvTiling:
         why.append(f"shrunk {', '.join(dict.fromkeys(shrunk))} until everything fit")
     why.append("buffers: L0A/L0B x2 (load_data_3d for the next K step runs during this Mmad), L0C x2 "
                "(the drain of one tile overlaps the next tile's Mmads)")
+    if epilogue:
+        why.append(f"epilogue: {epilogue.describe()}, fused into the drain: " + (
+            "Fixpipe does it on the way L0C -> GM, no buffer of its own" + (
+                f" except the {round_up(g.cout, 16) * 4} B of per-channel scales in L1" if per_channel else "")
+            if cfg.has_fixpipe else
+            "vector instructions on the tile in UB before MTE3 writes it" + (
+                f"; the per-channel scales ({round_up(g.cout, 16) * 4} B) and a tile of them repeated down the "
+                f"rows (as large as the fp32 tile) share UB with the drain" if per_channel else
+                " (in place: no extra buffer)")))
     t = make(rows, cin_block, l1b, resident, m_tile, k_tile)
     return dataclasses.replace(t, reasons=tuple(why))
 
