@@ -1,0 +1,219 @@
+"""Charts of a whole inference: pure functions ``ModelProfile(s) -> matplotlib Figure``.
+
+As in :mod:`npusim.views.charts`, figures are built with :class:`matplotlib.figure.Figure` directly, never
+through pyplot (nothing to close, nothing leaks), and every number drawn is read unchanged from the
+:class:`~npusim.model.metrics.ModelProfile` (``events``, ``breakdown_us``, ``op_rows()``,
+``mac_utilization``). Artists carry a ``gid`` so tests can find them.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+from ..errors import UsageError
+from ..views import charts as _views_charts  # noqa: F401  (installs the inline display of bare Figures)
+from .metrics import CATEGORIES, LABELS, ModelProfile, category
+from .schedule import LANES
+
+DPI = _views_charts.DPI
+#: Colour of each breakdown category (and of the timeline bars of that kind).
+COLOURS = {"device": "#1f77b4", "transfers": "#d62728", "host": "#ff7f0e", "launch": "#9a9a9a",
+           "idle": "#e6e6e6"}
+_LANE_LABELS = {"host": "host ops", "launch": "kernel launch", "PCIe": "PCIe copies", "device": "device kernels"}
+
+
+def _figure(width: float, height: float) -> Figure:
+    return Figure(figsize=(width, height), dpi=DPI)
+
+
+def _profiles(profiles) -> list[ModelProfile]:
+    profs = list(profiles) if isinstance(profiles, (list, tuple)) else [profiles]
+    if not profs or not all(isinstance(p, ModelProfile) for p in profs):
+        raise UsageError("expected a ModelProfile or a list of them (from npusim.model.run_model)")
+    return profs
+
+
+def _percent(profile: ModelProfile) -> str:
+    t = profile.model_time_us or 1.0
+    return ", ".join(f"{LABELS[k]} {v / t:.0%}" for k, v in profile.breakdown_us.items() if v > 0)
+
+
+# --- timeline --------------------------------------------------------------------------------------
+
+def timeline(profile: ModelProfile, title: str | None = None) -> Figure:
+    """The inference on one time axis: a lane each for host ops, kernel launches, PCIe copies and device
+    kernels (``profile.events``), coloured by breakdown category. Spans thinner than a pixel are drawn
+    as thin lines so that short kernels stay visible; host ops and copies wide enough carry their node."""
+    (prof,) = _profiles(profile)
+    t_end = prof.model_time_us or 1.0
+    fig = _figure(10.0, 3.3)
+    ax = fig.add_axes((0.12, 0.2, 0.86, 0.56))
+    min_w = t_end / 700  # about one pixel
+    for y, lane in enumerate(LANES):
+        lane_y = len(LANES) - 1 - y
+        evs = [e for e in prof.events if e.lane == lane]
+        by_cat: dict[str, list] = {}
+        for e in evs:
+            by_cat.setdefault(category(e), []).append((e.start_us, max(e.dur_us, min_w)))
+        for cat, spans in by_cat.items():
+            ax.broken_barh(spans, (lane_y - 0.38, 0.76), facecolors=COLOURS[cat], edgecolor="white",
+                           linewidth=0.4, gid=f"lane|{lane}|{cat}")
+        for e in evs:
+            if e.kind in ("host", "h2d", "d2h") and e.dur_us > t_end / 25:
+                text = e.node if e.kind == "host" else e.name.split()[0]
+                ax.text(e.start_us + e.dur_us / 2, lane_y, text, ha="center", va="center", fontsize=6.5,
+                        color="white", clip_on=True)
+    ax.set_yticks(range(len(LANES)))
+    ax.set_yticklabels([_LANE_LABELS[lane] for lane in LANES][::-1])
+    ax.set_ylim(-0.6, len(LANES) - 0.4)
+    ax.set_xlim(0, t_end * 1.01)
+    ax.xaxis.set_major_locator(MaxNLocator(8))
+    ax.set_xlabel("time since the batch was on the host (us)")
+    ax.grid(axis="x", alpha=0.3)
+    head = title or f"{prof.label}: whole-model timeline, batch {prof.batch}"
+    ax.set_title(f"{head}\nmodel time {prof.model_time_us:,.0f} us | device busy {prof.device_busy_ratio:.1%} | "
+                 f"Cube utilisation {prof.mac_utilization:.2%} | {prof.launches} launches, "
+                 f"{prof.uploads + prof.downloads} copies", loc="left", fontsize="medium")
+    handles = [Patch(color=COLOURS[c], label=LABELS[c]) for c in CATEGORIES if c != "idle"]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, -0.22), ncols=4, fontsize="small",
+              frameon=False)
+    return fig
+
+
+# --- breakdown -------------------------------------------------------------------------------------
+
+def breakdown(profiles, labels: Sequence[str] | None = None, title: str | None = None) -> Figure:
+    """Stacked bars of ``breakdown_us`` (device compute, transfers, host, launch, idle), one bar per profile,
+    labelled with the model time and the speed-up over the first (``time[0] / time[i]``)."""
+    profs = _profiles(profiles)
+    names = [str(x) for x in labels] if labels is not None else [p.label for p in profs]
+    if len(names) != len(profs):
+        raise UsageError(f"got {len(names)} label(s) for {len(profs)} profile(s)")
+    height = 1.65 + 0.5 * len(profs)
+    fig = _figure(9.0, height)
+    bottom, top_margin = 1.05 / height, 0.4 / height  # inches: x label and legend below, title above
+    ax = fig.add_axes((0.2, bottom, 0.76, 1 - bottom - top_margin))
+    top = max(p.model_time_us for p in profs) or 1.0
+    for i, (prof, name) in enumerate(zip(profs, names)):
+        y = len(profs) - 1 - i
+        left = 0.0
+        for cat in CATEGORIES:
+            v = prof.breakdown_us[cat]
+            if v <= 0:
+                continue
+            ax.barh([y], [v], left=[left], height=0.62, color=COLOURS[cat], gid=f"breakdown|{i}|{cat}")
+            if v > top / 14:
+                ax.text(left + v / 2, y, f"{v:,.0f}", ha="center", va="center", fontsize="x-small",
+                        color="white" if cat != "idle" else "black")
+            left += v
+        speed = profs[0].model_time_us / prof.model_time_us if prof.model_time_us else float("inf")
+        extra = f"  {speed:.2f}x" if i else ""
+        ax.text(left + top * 0.01, y, f"{prof.model_time_us:,.0f} us{extra}", va="center", fontsize="small",
+                fontweight="bold" if i else "normal")
+    ax.set_yticks(range(len(profs)))
+    ax.set_yticklabels(names[::-1], fontsize="small")
+    ax.set_xlim(0, top * 1.22)
+    ax.set_ylim(-0.6, len(profs) - 0.4)
+    ax.xaxis.set_major_locator(MaxNLocator(6))
+    ax.set_xlabel("model time (us), split by what ran (priority: device > copy > host > launch)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(title or "Where the model time goes", loc="left", fontsize="medium")
+    handles = [Patch(color=COLOURS[c], label=LABELS[c]) for c in CATEGORIES]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(-0.2, -0.62 / (height * (1 - bottom - top_margin))),
+              ncols=5, fontsize="small", frameon=False)
+    return fig
+
+
+# --- utilisation ------------------------------------------------------------------------------------
+
+def op_utilization(profile: ModelProfile) -> Figure:
+    """Cube utilisation per Cube op (conv2d, linear): of its main kernel (``kernel_util``, as a lone kernel
+    would be measured) and of all its kernels (``op_util``: with its layout transforms), against the model's
+    (``mac_utilization``, dashed) and the device's while busy (``device_mac_utilization``, dotted).
+    Log scale: the values differ by orders of magnitude."""
+    (prof,) = _profiles(profile)
+    rows = [r for r in prof.op_rows() if r["kernel_util"] is not None]
+    fig = _figure(10.0, 3.6)
+    ax = fig.add_axes((0.08, 0.18, 0.56, 0.66))
+    xs = range(len(rows))
+    w = 0.38
+    k = [r["kernel_util"] for r in rows]
+    o = [r["op_util"] for r in rows]
+    b1 = ax.bar([x - w / 2 for x in xs], k, w, color="#1f77b4", label="main kernel alone",
+                gid="kernel_util")
+    b2 = ax.bar([x + w / 2 for x in xs], o, w, color="#aec7e8", label="op: kernel + layout transforms",
+                gid="op_util")
+    ax.bar_label(b1, labels=[f"{v:.1%}" for v in k], fontsize="x-small")
+    ax.bar_label(b2, labels=[f"{v:.1%}" for v in o], fontsize="x-small")
+    ax.axhline(prof.mac_utilization, color="#d62728", ls="--", gid="model_util",
+               label=f"whole model: {prof.mac_utilization:.3%}")
+    ax.axhline(prof.device_mac_utilization, color="#555555", ls=":", gid="device_util",
+               label=f"device while busy: {prof.device_mac_utilization:.1%}")
+    ax.set_yscale("log")
+    lo = min([prof.mac_utilization, *[v for v in k + o if v > 0]] or [1e-4])
+    ax.set_ylim(lo / 3, 1.5)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * 100:g}%"))
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([r["node"] + (f"\n+{'+'.join(r['fused'])}" if r["fused"] else "") for r in rows],
+                       fontsize="small")
+    ax.set_xlim(-0.6, max(len(rows), 1) - 0.4)
+    ax.set_ylabel("Cube MAC utilisation (log)")
+    ax.set_title(f"{prof.label}: kernels vs the whole model (batch {prof.batch})", loc="left", fontsize="medium")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
+    return fig
+
+
+# --- placement ---------------------------------------------------------------------------------------
+
+def placement(graph, title: str | None = None) -> Figure:
+    """Where each op runs: the graph's nodes left to right in execution order, in a host row or a device
+    row (``node.placement``); an edge whose ends are in different rows needs a PCIe copy (red), the
+    batch's upload and the result's download included (a tensor read twice on the other side is copied
+    once)."""
+    from .graph import DEVICE
+
+    nodes = [n for n in graph.nodes if n.op not in ("input", "output")]
+    x_of = {n.name: i + 1 for i, n in enumerate(nodes)}
+    row = {n.name: 1.0 if n.placement == DEVICE else 0.0 for n in nodes}
+    for n in graph.nodes:
+        if n.op == "input":
+            x_of[n.name], row[n.name] = 0, 0.0
+        elif n.op == "output":
+            x_of[n.name], row[n.name] = len(nodes) + 1, 0.0
+    fig = _figure(max(6.0, 0.62 * (len(nodes) + 2)), 2.5)
+    ax = fig.add_axes((0.08, 0.12, 0.9, 0.68))
+    copies: set[tuple[str, float]] = set()  # a tensor is copied at most once each way
+    for n in graph.nodes:
+        for src in n.inputs:
+            x0, y0, x1, y1 = x_of[src], row[src], x_of[n.name], row[n.name]
+            cross = y0 != y1
+            if cross:
+                copies.add((src, y1))
+            rad = 0.0 if x1 - x0 <= 1 or cross else -0.35
+            ax.annotate("", (x1, y1), (x0, y0), arrowprops={
+                "arrowstyle": "-|>", "color": "#d62728" if cross else "#888888", "lw": 1.6 if cross else 0.9,
+                "shrinkA": 11, "shrinkB": 11, "connectionstyle": f"arc3,rad={rad}"}, gid="copy" if cross else "edge")
+    for n in graph.nodes:
+        kind = "device" if row[n.name] else ("host" if n.op not in ("input", "output") else "idle")
+        label = n.name if n.op not in ("input", "output") else ("batch" if n.op == "input" else "result")
+        ax.text(x_of[n.name], row[n.name], label, ha="center", va="center", fontsize=7, rotation=35,
+                bbox={"boxstyle": "round,pad=0.3", "fc": COLOURS[kind] if kind != "idle" else "white",
+                      "ec": "#555555", "alpha": 0.9}, color="white" if kind in ("device", "host") else "black")
+    ax.set_yticks([0, 1])
+    ax.set_yticklabels(["host", "device"])
+    ax.set_ylim(-0.5, 1.5)
+    ax.set_xlim(-0.7, len(nodes) + 1.7)
+    ax.set_xticks([])
+    for s in ("top", "right", "bottom"):
+        ax.spines[s].set_visible(False)
+    ax.set_title(title or f"{graph.name}: where each op runs | {len(copies)} PCIe copies (red arrows)", loc="left",
+                 fontsize="medium")
+    return fig
+
+
+#: Charts by name, for the explorer.
+CHARTS = {"timeline": timeline, "breakdown": breakdown, "op_utilization": op_utilization}

@@ -1,0 +1,51 @@
+"""Chrome trace-event JSON of a whole inference, for Perfetto (ui.perfetto.dev) and chrome://tracing.
+
+Built on :class:`npusim.views.trace.TraceBuilder`. Process ``model: <label>`` has one track per lane of the
+model timeline (host ops, kernel launches, PCIe copies, device kernels), one complete event per
+:class:`~npusim.model.schedule.Event` with its node, bytes and kind in ``args``. With ``pipes=True`` every
+kernel is added at its start time by :meth:`TraceBuilder.add_profile`: one process per block, one track per
+pipe (MTE2, MTE1, M, V, FIX, MTE3, S), named ``<node>:<kernel>: block b (core c)``. ``otherData.model``
+holds the model-level metrics (:meth:`ModelProfile.metrics`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..views.trace import TraceBuilder
+from .metrics import ModelProfile, category
+from .schedule import LANES
+
+#: Track names of the model process, in display order.
+TRACKS = {"host": "host ops", "launch": "kernel launches", "PCIe": "PCIe copies", "device": "device kernels"}
+
+
+def add_model(tb: TraceBuilder, profile: ModelProfile, pipes: bool = True) -> int:
+    """Add one inference to a builder; returns the pid of its model process."""
+    pid = tb.process(f"model: {profile.label}", sort_index=0)
+    tids = {lane: tb.thread(pid, TRACKS[lane], sort_index=i) for i, lane in enumerate(LANES)}
+    for e in profile.events:
+        args = {"node": e.node, "kind": e.kind, "category": category(e)}
+        if e.nbytes:
+            args["bytes"] = e.nbytes
+        if e.tensor:
+            args["tensor"] = e.tensor
+        if e.profile is not None:
+            args["kernel_us"] = round(e.profile.time_us, 6)
+            args["block_dim"] = e.profile.block_dim
+            if e.main:
+                args["mac_utilization"] = round(e.profile.mac_utilization, 6)
+        tb.complete(pid, tids[e.lane], e.name, e.start_us, e.dur_us, cat=e.kind, args=args)
+    if pipes:
+        for e in profile.kernels():
+            tb.add_profile(e.profile, name=e.name, start_us=e.start_us)
+    tb.other_data["model"] = {"label": profile.label, **profile.metrics()}
+    return pid
+
+
+def to_chrome_trace(profile: ModelProfile, path: str | os.PathLike | None = None, *, pipes: bool = True) -> dict:
+    """The trace dict of one inference (written to ``path`` if given). ``pipes=False`` keeps only the four
+    model tracks (a much smaller file)."""
+    tb = TraceBuilder()
+    add_model(tb, profile, pipes)
+    return tb.write(path) if path is not None else tb.to_dict()
