@@ -76,7 +76,7 @@ def compare(check: str, got: np.ndarray, want: np.ndarray, case: dict, *, rtol: 
     if bad.any():
         idx = np.unravel_index(int(np.argmax(bad)), g.shape)
         n = int(bad.sum())
-        pos = idx[0] if len(idx) == 1 else idx
+        pos = int(idx[0]) if len(idx) == 1 else tuple(int(i) for i in idx)
         hint = f" Look at {look_at}." if look_at else ""
         nan = " (NaN means the element was never written: memory starts as NaN)" if np.isnan(g[idx]) else ""
         raise CheckFailed(check, f"on [{describe(case)}] {n} of {g.size} elements are wrong; the first at "

@@ -210,9 +210,9 @@ def data_copy(dst, src, arg) -> None:
     route = _route(core, dst, src, "data_copy", site)
     if isinstance(arg, DataCopyParams):
         p = arg
-        if p.block_count < 1 or p.block_len < 1 or p.block_count > 4095:
-            raise UsageError(f"data_copy: DataCopyParams needs 1 <= block_count <= 4095 and block_len >= 1, "
-                             f"got {p}")
+        if p.block_count < 1 or p.block_len < 1 or p.block_count > 4095 or p.src_stride < 0 or p.dst_stride < 0:
+            raise UsageError(f"data_copy: DataCopyParams needs 1 <= block_count <= 4095, block_len >= 1 and "
+                             f"gaps (src_stride, dst_stride) >= 0 (hardware strides are unsigned), got {p}")
         blen = p.block_len * 32
         sp, dp = (p.block_len + p.src_stride) * 32, (p.block_len + p.dst_stride) * 32
         _check_span(src, p.block_count, blen, sp, "data_copy", site, "source")
@@ -260,7 +260,7 @@ def data_copy_pad(dst, src, params, pad_params: DataCopyPadExtParams | None = No
         params = DataCopyExtParams(1, check_count(params, "data_copy_pad") * isz, 0, 0)
     p = params
     pad = pad_params or DataCopyPadExtParams()
-    if not (1 <= p.block_count <= 4095) or p.block_len < 1 or p.block_len % isz:
+    if not (1 <= p.block_count <= 4095) or p.block_len < 1 or p.block_len % isz or p.src_stride < 0 or p.dst_stride < 0:
         raise UsageError(f"data_copy_pad: need 1 <= block_count <= 4095 and block_len a positive multiple "
                          f"of {isz} B ({src.dtype.name}); got {p}")
     if pad.left_padding * isz > 32 or pad.right_padding * isz > 32:

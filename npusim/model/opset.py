@@ -38,14 +38,13 @@ Launches = list[tuple[str, Profile, bool]]
 """A device op's kernels in execution order: (name, profile, main), ``main`` marking the kernel that does
 the op's useful Cube work (not a layout transform or a separate ReLU)."""
 
-#: Kernels of the conv op that run before its main kernel (input layout transforms).
-BEFORE_MAIN = frozenset({"nchw_to_nc1hwc0"})
+#: Main kernels of the Cube operators (an op's other launches are layout transforms or a separate ReLU).
+CUBE_KERNELS = frozenset({"conv2d", "matmul"})
 
 
 def in_order(launches: list[tuple[str, Profile]], cube: bool) -> Launches:
-    """``OpResult.launches`` (main kernel first) in execution order: input transforms, main, the rest."""
-    marked = [(name, prof, cube and i == 0) for i, (name, prof) in enumerate(launches)]
-    return [m for m in marked if m[0] in BEFORE_MAIN] + [m for m in marked if m[0] not in BEFORE_MAIN]
+    """``OpResult.launches`` (already in execution order), each marked whether it is the op's Cube kernel."""
+    return [(name, prof, cube and name in CUBE_KERNELS) for name, prof in launches]
 
 
 def pair(v) -> tuple[int, int]:

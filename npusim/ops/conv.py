@@ -120,7 +120,10 @@ def _conv_run(ctx: InferContext, tiling: TilingData, inputs: list, outputs: list
     res = conv2d_runner(x, w, bias, a["stride"], a["padding"], a["dilation"], variant=a["variant"],
                         tiling=tiling.conv, config=ctx.config, block_dim=tiling.block_dim, sanitize=sanitize,
                         relu=fused_relu, deq_scale=scale, fuse=True)
-    launches = [("conv2d", res.profile)] + list(res.transforms.items())
+    # in execution order: the input layout transform, the convolution, the output transform
+    before = [(k, v) for k, v in res.transforms.items() if k == "nchw_to_nc1hwc0"]
+    after = [(k, v) for k, v in res.transforms.items() if k != "nchw_to_nc1hwc0"]
+    launches = before + [("conv2d", res.profile)] + after
     y = res.output
     if a["relu"] and not fused_relu:  # unfused: a separate vector kernel reads y back from GM and writes it again
         _, ex = get_workspace_size("relu", y, config=ctx.config)

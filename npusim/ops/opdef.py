@@ -147,8 +147,9 @@ class OpDef:
 
     def run(self, fn):
         """Decorator for operators that launch more than one kernel (e.g. layout transforms around the
-        main kernel): ``fn(ctx, tiling, inputs, outputs, sanitize) -> [(name, Profile), ...]``, the main
-        kernel's profile first. Without it, the op launches ``kernels[tiling.tiling_key]`` once."""
+        main kernel): ``fn(ctx, tiling, inputs, outputs, sanitize) -> [(name, Profile), ...]`` in execution
+        order; the launch named like the operator is its main kernel. Without it, the op launches
+        ``kernels[tiling.tiling_key]`` once."""
         self.run_fn = fn
         return fn
 
