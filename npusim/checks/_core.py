@@ -74,10 +74,11 @@ def compare(check: str, got: np.ndarray, want: np.ndarray, case: dict, *, rtol: 
         raise CheckFailed(check, f"on [{describe(case)}] the output has shape {g.shape}, expected {w.shape}")
     bad = ~(np.isclose(g, w, rtol=rtol, atol=atol) | (np.isnan(g) & np.isnan(w)))
     if bad.any():
-        idx = np.unravel_index(int(np.argmax(bad)), g.shape)
+        idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), g.shape))
         n = int(bad.sum())
-        pos = int(idx[0]) if len(idx) == 1 else tuple(int(i) for i in idx)
+        never = int((np.isnan(g) & ~np.isnan(w)).sum())
+        pos = idx[0] if len(idx) == 1 else idx
         hint = f" Look at {look_at}." if look_at else ""
-        nan = " (NaN means the element was never written: memory starts as NaN)" if np.isnan(g[idx]) else ""
+        nan = f" ({never} elements are NaN: they were never written, memory starts as NaN)" if never else ""
         raise CheckFailed(check, f"on [{describe(case)}] {n} of {g.size} elements are wrong; the first at "
                                  f"index {pos}: expected {w[idx]:.6g}, got {g[idx]:.6g}{nan}.{hint}")
