@@ -56,6 +56,7 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
         bound = inspect.signature(kernel_fn).bind(*args, **kwargs)
     except TypeError as e:
         raise UsageError(f"arguments do not match {getattr(kernel_fn, '__name__', 'kernel')}: {e}") from None
+    bound.apply_defaults()  # so that a keyword given after a skipped default keeps its own place
     check = sanitize != "off"
     gm: dict[str, GmBuffer] = {}
     addr = 0x10000000

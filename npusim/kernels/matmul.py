@@ -183,50 +183,59 @@ def run_matmul(a: np.ndarray, b: np.ndarray, *, out_dtype=np.float32, tiling: Ma
 
 
 @ns.kernel
-def matmul_int8(a, b_zn, deq_scale, c, m: int, n: int, k: int, tiling: MatmulTiling = MatmulTiling()) -> None:
-    """``c = (a @ b) * deq_scale[col]`` with int8 ``a`` (m x k, ND), int8 ``b`` given in ZN fractals
-    ``(K1, N1, 16, 32)`` (weights are packed once on the host, as real frameworks pack them), int8 x int8
-    -> int32 on the Cube, and dequantisation to fp16 in Fixpipe with one fp32 scale per output column
-    (``deq_scale``, ``n`` values padded to a multiple of 16)."""
+def matmul_packed(a, b_zn, c, m: int, n: int, k: int, tiling: MatmulTiling = MatmulTiling(), deq_scale=None,
+                  acc_dtype: str | None = None, relu: bool = False) -> None:
+    """``c = relu?((a @ b) [* deq_scale[col]])`` with ``a`` (m x k) ND in GM and ``b`` given as ZN fractals
+    ``(K1, N1, 16, K0)``: weights packed once on the host, as frameworks pack them, so that B reaches L0B
+    without a transpose (which only 16-bit fractals have) and every Cube type works: fp16/bf16/fp32 -> fp32,
+    int8 -> int32, and fp16 -> fp16 where the preset allows it (``acc_dtype="float16"``: the FP16 lab).
+
+    ``deq_scale``: one fp32 scale per output column (``n`` padded to a multiple of 16) for int8 results,
+    applied by Fixpipe on the way to an fp16 ``c``. Fixpipe reads it from L1, so flags order its load."""
     t = tiling
-    k0 = 32
+    dt = a.dtype
+    k0 = 32 // dt.itemsize
+    acc = np.dtype(acc_dtype) if acc_dtype else (ns.int32 if dt == ns.int8 else ns.float32)
     if t.base_k % k0 or t.base_n % 16:
-        raise ns.UsageError(f"int8 tiling needs base_k a multiple of 32 and base_n of 16, got {t}")
-    n1_total = b_zn.shape[1]
+        raise ns.UsageError(f"a packed-weights tiling needs base_k a multiple of {k0} (K0 of {dt.name}) and "
+                            f"base_n of 16, got {t}")
+    n1_total = -(-n // 16)  # fractal columns of the packed B
+    frac = 16 * k0  # elements of one fractal
     bm16 = -(-t.base_m // 16) * 16
     pipe = ns.TPipe()
     q_a1, q_b1 = ns.TQue(ns.TPosition.A1), ns.TQue(ns.TPosition.B1)
     q_a2, q_b2 = ns.TQue(ns.TPosition.A2), ns.TQue(ns.TPosition.B2)
     q_co1 = ns.TQue(ns.TPosition.CO1)
-    scale_buf = ns.TBuf(ns.TPosition.A1)  # read by Fixpipe: no queue pairs MTE2 with FIX, so flags do it
-    pipe.init_buffer(q_a1, t.buffer_num, bm16 * t.base_k)
-    pipe.init_buffer(q_b1, t.buffer_num, t.base_k * t.base_n)
-    pipe.init_buffer(q_a2, t.buffer_num, bm16 * t.base_k)
-    pipe.init_buffer(q_b2, t.buffer_num, t.base_k * t.base_n)
-    pipe.init_buffer(q_co1, t.buffer_num, bm16 * t.base_n * 4)
-    pipe.init_buffer(scale_buf, t.base_n * 4)
+    pipe.init_buffer(q_a1, t.buffer_num, bm16 * t.base_k * dt.itemsize)
+    pipe.init_buffer(q_b1, t.buffer_num, t.base_k * t.base_n * dt.itemsize)
+    pipe.init_buffer(q_a2, t.buffer_num, bm16 * t.base_k * dt.itemsize)
+    pipe.init_buffer(q_b2, t.buffer_num, t.base_k * t.base_n * dt.itemsize)
+    pipe.init_buffer(q_co1, t.buffer_num, bm16 * t.base_n * acc.itemsize)
+    if deq_scale is not None:
+        scale_buf = ns.TBuf(ns.TPosition.A1)  # read by Fixpipe: no queue pairs MTE2 with FIX, so flags do it
+        pipe.init_buffer(scale_buf, t.base_n * 4)
     first = True
     tiles_m, tiles_n = -(-m // t.base_m), -(-n // t.base_n)
     for tile in range(ns.get_block_idx(), tiles_m * tiles_n, ns.get_block_num()):
         i0, j0 = (tile // tiles_n) * t.base_m, (tile % tiles_n) * t.base_n
         tm, tn = min(t.base_m, m - i0), min(t.base_n, n - j0)
         m1, n1 = -(-tm // 16), -(-tn // 16)
-        c_l0 = q_co1.alloc_tensor(ns.int32)
+        c_l0 = q_co1.alloc_tensor(acc)
         for kk in range(0, k, t.base_k):
             tk = min(t.base_k, k - kk)
             k1 = -(-tk // k0)
-            a_l1 = q_a1.alloc_tensor(ns.int8)
+            a_l1 = q_a1.alloc_tensor(dt)
             copy_strips(a_l1, a[i0 * k + kk:], tm, tk, k)
             q_a1.enque(a_l1)
-            b_l1 = q_b1.alloc_tensor(ns.int8)  # k1 rows of n1 ZN fractals, each row contiguous in GM
-            ns.data_copy(b_l1, b_zn[((kk // k0) * n1_total + j0 // 16) * 512:],
+            b_l1 = q_b1.alloc_tensor(dt)  # k1 rows of n1 ZN fractals, each row contiguous in GM
+            ns.data_copy(b_l1, b_zn[((kk // k0) * n1_total + j0 // 16) * frac:],
                          ns.DataCopyParams(block_count=k1, block_len=n1 * 16, src_stride=(n1_total - n1) * 16))
             q_b1.enque(b_l1)
             a_l1, b_l1 = q_a1.deque(), q_b1.deque()
-            a_l0 = q_a2.alloc_tensor(ns.int8)
+            a_l0 = q_a2.alloc_tensor(dt)
             ns.load_data(a_l0, a_l1, ns.LoadData2DParams(repeat_times=m1 * k1))
             q_a2.enque(a_l0)
-            b_l0 = q_b2.alloc_tensor(ns.int8)
+            b_l0 = q_b2.alloc_tensor(dt)
             ns.load_data(b_l0, b_l1, ns.LoadData2DParams(repeat_times=k1 * n1))
             q_b2.enque(b_l0)
             q_a1.free_tensor(a_l1)
@@ -235,17 +244,20 @@ def matmul_int8(a, b_zn, deq_scale, c, m: int, n: int, k: int, tiling: MatmulTil
             ns.mmad(c_l0, a_l0, b_l0, ns.MmadParams(tm, tn, tk, cmatrix_init_val=(kk == 0)))
             q_a2.free_tensor(a_l0)
             q_b2.free_tensor(b_l0)
-        s_l1 = scale_buf.get(ns.float32)
-        if not first:
-            ns.wait_flag(ns.HardEvent.FIX_MTE2, 0)  # the previous Fixpipe has read the old scales
-        ns.data_copy(s_l1, deq_scale[j0:], n1 * 16)
-        ns.set_flag(ns.HardEvent.MTE2_FIX, 0)       # the new scales are in L1...
-        ns.wait_flag(ns.HardEvent.MTE2_FIX, 0)      # ...before Fixpipe reads them
+        scale = None
+        if deq_scale is not None:
+            scale = scale_buf.get(ns.float32)
+            if not first:
+                ns.wait_flag(ns.HardEvent.FIX_MTE2, 0)  # the previous Fixpipe has read the old scales
+            ns.data_copy(scale, deq_scale[j0:], n1 * 16)
+            ns.set_flag(ns.HardEvent.MTE2_FIX, 0)       # the new scales are in L1...
+            ns.wait_flag(ns.HardEvent.MTE2_FIX, 0)      # ...before Fixpipe reads them
         q_co1.enque(c_l0)
         c_l0 = q_co1.deque()
-        ns.fixpipe(c[i0 * n + j0:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=n, deq_scale=s_l1))
-        ns.set_flag(ns.HardEvent.FIX_MTE2, 0)
+        ns.fixpipe(c[i0 * n + j0:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=n, relu=relu, deq_scale=scale))
+        if deq_scale is not None:
+            ns.set_flag(ns.HardEvent.FIX_MTE2, 0)
         first = False
         q_co1.free_tensor(c_l0)
-    if not first:
+    if deq_scale is not None and not first:
         ns.wait_flag(ns.HardEvent.FIX_MTE2, 0)

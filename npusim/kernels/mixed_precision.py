@@ -1,8 +1,8 @@
 """Kernels of lab 05 (FP16 precision): a matmul whose L0C accumulator type you choose, a Conv2D layer
 built on it (im2col on the host), and two small vector kernels.
 
-Why a separate matmul: :mod:`npusim.conv` and :mod:`npusim.kernels.matmul` always accumulate in fp32,
-as the A2 Cube does. To *see* what fp16 accumulation costs, :func:`gemm` takes ``acc_dtype``:
+Why not ``npusim.conv``: it always accumulates in fp32, as the A2 Cube does. To *see* what fp16
+accumulation costs, :func:`run_gemm` runs :func:`npusim.kernels.matmul.matmul_packed` with ``acc_dtype``:
 
 - ``"float32"``: fp16 (or fp32) operands, fp32 L0C, Fixpipe casts to the output dtype: A2's real path;
 - ``"float16"``: fp16 operands into an fp16 L0C (910/310P; on A2 only with the teaching option
@@ -26,9 +26,8 @@ import numpy as np
 import npusim as ns
 from npusim import formats
 
-from ..conv.common import load_fractals
 from .common import copy
-from .matmul import copy_strips
+from .matmul import MatmulTiling, matmul_packed
 
 FP16_ACC = ns.a2.replace(name="a2-fp16acc", cube_fp16_accumulate=True)
 """The A2 preset with the teaching option that lets Mmad accumulate fp16 into an fp16 L0C."""
@@ -38,17 +37,7 @@ def _up(v: int, m: int) -> int:
     return -(-v // m) * m
 
 
-@dataclass(frozen=True)
-class GemmTiling:
-    """Base block sizes (elements) of :func:`gemm`: ``base_n`` a multiple of 16, ``base_k`` of K0."""
-
-    base_m: int = 128
-    base_n: int = 64
-    base_k: int = 128
-    buffer_num: int = 2
-
-
-def default_tiling(m: int, n: int, k: int, dtype) -> GemmTiling:
+def default_tiling(m: int, n: int, k: int, dtype) -> MatmulTiling:
     """Tiles that fit every buffer twice: A and B tiles <= 32 KB each (L0A/L0B hold 64 KB), the fp32
     accumulator <= 64 KB (L0C 128 KB)."""
     isz = np.dtype(dtype).itemsize
@@ -56,70 +45,14 @@ def default_tiling(m: int, n: int, k: int, dtype) -> GemmTiling:
     bm = min(128, _up(m, 16))
     bn = min(128, _up(n, 16))
     bk = max(k0, min(_up(k, k0), (32 * 1024 // (max(bm, bn) * isz)) // k0 * k0))
-    return GemmTiling(bm, bn, bk, 2)
-
-
-@ns.kernel
-def gemm(a, b_zn, c, m: int, n: int, k: int, acc_dtype: str = "float32", relu: bool = False,
-         tiling: GemmTiling = GemmTiling()) -> None:
-    """``c[:m, :n] = relu?(a[:m, :k] @ B)``: ``a`` ND in GM, B given as ZN fractals ``(K1, N1, 16, K0)``,
-    the accumulator in L0C of ``acc_dtype``, Fixpipe casting to ``c``'s dtype (with ReLU if asked)."""
-    t = tiling
-    dt = a.dtype
-    k0 = 32 // dt.itemsize
-    acc = np.dtype(acc_dtype)
-    if t.base_n % 16 or t.base_k % k0:
-        raise ns.UsageError(f"gemm tiling needs base_n a multiple of 16 and base_k of {k0}, got {t}")
-    n1_all = -(-n // 16)
-    bm16, bn16 = _up(t.base_m, 16), _up(t.base_n, 16)
-    pipe = ns.TPipe()
-    q_a1, q_b1 = ns.TQue(ns.TPosition.A1), ns.TQue(ns.TPosition.B1)
-    q_a2, q_b2 = ns.TQue(ns.TPosition.A2), ns.TQue(ns.TPosition.B2)
-    q_co1 = ns.TQue(ns.TPosition.CO1)
-    pipe.init_buffer(q_a1, t.buffer_num, bm16 * t.base_k * dt.itemsize)
-    pipe.init_buffer(q_b1, t.buffer_num, t.base_k * bn16 * dt.itemsize)
-    pipe.init_buffer(q_a2, t.buffer_num, bm16 * t.base_k * dt.itemsize)
-    pipe.init_buffer(q_b2, t.buffer_num, t.base_k * bn16 * dt.itemsize)
-    pipe.init_buffer(q_co1, t.buffer_num, bm16 * bn16 * acc.itemsize)
-    tiles_m, tiles_n = -(-m // t.base_m), -(-n // t.base_n)
-    for tile in range(ns.get_block_idx(), tiles_m * tiles_n, ns.get_block_num()):
-        i0, j0 = (tile // tiles_n) * t.base_m, (tile % tiles_n) * t.base_n
-        tm, tn = min(t.base_m, m - i0), min(t.base_n, n - j0)
-        m1, n1 = -(-tm // 16), -(-tn // 16)
-        c_l0 = q_co1.alloc_tensor(acc)
-        for kk in range(0, k, t.base_k):
-            tk = min(t.base_k, k - kk)
-            k1 = -(-tk // k0)
-            a_l1 = q_a1.alloc_tensor(dt)
-            copy_strips(a_l1, a[i0 * k + kk:], tm, tk, k)          # 16-row NZ strips = ZZ order
-            q_a1.enque(a_l1)
-            b_l1 = q_b1.alloc_tensor(dt)                            # k1 rows of n1 ZN fractals
-            ns.data_copy(b_l1, b_zn[((kk // k0) * n1_all + j0 // 16) * 16 * k0:],
-                         ns.DataCopyParams(block_count=k1, block_len=n1 * 16, src_stride=(n1_all - n1) * 16))
-            q_b1.enque(b_l1)
-            a_l1, b_l1 = q_a1.deque(), q_b1.deque()
-            a_l0 = q_a2.alloc_tensor(dt)
-            load_fractals(a_l0, a_l1, 0, m1 * k1)
-            q_a2.enque(a_l0)
-            b_l0 = q_b2.alloc_tensor(dt)
-            load_fractals(b_l0, b_l1, 0, k1 * n1)
-            q_b2.enque(b_l0)
-            q_a1.free_tensor(a_l1)
-            q_b1.free_tensor(b_l1)
-            a_l0, b_l0 = q_a2.deque(), q_b2.deque()
-            ns.mmad(c_l0, a_l0, b_l0, ns.MmadParams(tm, tn, tk, cmatrix_init_val=(kk == 0)))
-            q_a2.free_tensor(a_l0)
-            q_b2.free_tensor(b_l0)
-        q_co1.enque(c_l0)
-        c_l0 = q_co1.deque()
-        ns.fixpipe(c[i0 * n + j0:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=n, relu=relu))
-        q_co1.free_tensor(c_l0)
+    return MatmulTiling(bm, bn, bk, 2)
 
 
 def run_gemm(a: np.ndarray, b: np.ndarray, *, acc_dtype: str = "float32", out_dtype=None, relu: bool = False,
-             tiling: GemmTiling | None = None, config=None, block_dim: int = 1,
+             tiling: MatmulTiling | None = None, config=None, block_dim: int = 1,
              sanitize: str = "error") -> ns.LaunchResult:
-    """Launch :func:`gemm` on ``a @ b`` (``b`` packed to ZN here, on the host); ``result["c"]``.
+    """Launch :func:`npusim.kernels.matmul.matmul_packed` on ``a @ b`` (``b`` packed to ZN here, on the host)
+    with an L0C accumulator of ``acc_dtype``; ``result["c"]``.
 
     ``out_dtype`` defaults to ``a``'s dtype. ``config`` defaults to A2, or to :data:`FP16_ACC` when
     ``acc_dtype`` is float16 (A2 itself refuses an fp16 accumulator, as the hardware does)."""
@@ -135,8 +68,8 @@ def run_gemm(a: np.ndarray, b: np.ndarray, *, acc_dtype: str = "float32", out_dt
     out = np.zeros((m, n), dtype=out_dtype or a.dtype)
     t = tiling or default_tiling(m, n, k, a.dtype)
     b_zn = formats.nd_to_zn(b).reshape(-1)
-    return ns.launch(gemm, block_dim, a, b_zn, out, m, n, k, np.dtype(acc_dtype).name, relu, t, config=config,
-                     sanitize=sanitize)
+    return ns.launch(matmul_packed, block_dim, a, b_zn, out, m, n, k, t, acc_dtype=np.dtype(acc_dtype).name,
+                     relu=relu, config=config, sanitize=sanitize)
 
 
 @dataclass
@@ -153,9 +86,9 @@ class LayerResult:
 
 
 def conv_layer(x: np.ndarray, w: np.ndarray, *, padding: int = 1, stride: int = 1, acc_dtype: str = "float32",
-               out_dtype=None, relu: bool = False, config=None, tiling: GemmTiling | None = None,
+               out_dtype=None, relu: bool = False, config=None, tiling: MatmulTiling | None = None,
                sanitize: str = "error") -> LayerResult:
-    """One Conv2D (NCHW ``x``, (Cout, Cin, Kh, Kw) ``w``, same dtype) as host im2col + :func:`gemm`."""
+    """One Conv2D (NCHW ``x``, (Cout, Cin, Kh, Kw) ``w``, same dtype) as host im2col + :func:`run_gemm`."""
     x = np.asarray(x)
     w = np.asarray(w)
     n, cin, h, wd = x.shape
@@ -244,5 +177,5 @@ def scale_to_half(g, g16, total: int, scale: float, tile: int = 8192) -> None:
         q_out.free_tensor(o)
 
 
-__all__ = ["FP16_ACC", "GemmTiling", "default_tiling", "gemm", "run_gemm", "LayerResult", "conv_layer",
+__all__ = ["FP16_ACC", "default_tiling", "run_gemm", "LayerResult", "conv_layer",
            "conv_reference", "polynomial", "scale_to_half"]

@@ -269,3 +269,13 @@ def test_the_sanitizer_does_not_change_timing_or_results(name):
     assert checked.profile.raw_records == unchecked.profile.raw_records
     for k in checked.outputs:
         assert_bits_equal(np.ascontiguousarray(checked.outputs[k]), np.ascontiguousarray(unchecked.outputs[k]), k)
+
+
+def test_launch_keeps_keyword_arguments_after_skipped_defaults():
+    seen = {}
+
+    def k(x, a=1, b=2, c=3):
+        seen.update(a=a, b=b, c=c)
+
+    ns.launch(k, 1, np.zeros(8, np.float16), c=30)
+    assert seen == {"a": 1, "b": 2, "c": 30}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+
+from npusim.kernels.matmul import MatmulTiling
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -36,7 +38,7 @@ def test_gemm_fp16_accumulator_matches_the_model(m, k, n, seed):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((k, n)).astype(np.float16)
-    res = mp.run_gemm(a, b, acc_dtype="float16", tiling=mp.GemmTiling(32, 32, 48, 2))
+    res = mp.run_gemm(a, b, acc_dtype="float16", tiling=MatmulTiling(32, 32, 48, 2))
     assert res["c"].dtype == np.float16
     np.testing.assert_array_equal(res["c"], fp16_accumulation(a, b))
 
