@@ -19,6 +19,8 @@ layout.py). A bias starts every accumulator: one Mmad with k = 1 of the bias col
 
 from __future__ import annotations
 
+import numpy as np
+
 import npusim as ns
 
 from .common import Drain, ceil_div, fractal, load_fractals, pipelined, round_up
@@ -160,6 +162,11 @@ class BandKernel(RowConvKernel):
     def copy_in(self, job) -> None:
         raise NotImplementedError
 
+    def band_row(self, r: int, i: int) -> int:
+        """The band's input row (padded coordinates) that output row ``r`` of the band reads at height
+        tap ``i``."""
+        return r * self.g.sh + i * self.g.dh
+
     def compute(self, job) -> None:
         g, t = self.g, self.t
         (n, ho0, rows, wo0, cols), couts, k = job
@@ -175,8 +182,11 @@ class BandKernel(RowConvKernel):
                 i, j = g.tap(tap)
                 a = self.load_a(tap, ci0, cc, co0, cb)
                 for r in range(rows):
-                    in_row = r * g.sh + i * g.dh                    # input row of the band, padded coordinates
-                    start = (j * band_rows + in_row) * cc1 * w1
+                    row = self.band_row(r, i)
+                    if not isinstance(row, (int, np.integer)) or not 0 <= row < band_rows:
+                        raise ns.UsageError(f"band_row({r}, {i}) returned {row!r}; the band holds input rows "
+                                            f"0..{band_rows - 1}")
+                    start = (j * band_rows + int(row)) * cc1 * w1
                     self.mmad_row(accs[r], a, copies, start, cc, cb, cols,
                                   first=(k == 0 and tap == 0 and not self.has_bias))
                 self.q_a.free_tensor(a)

@@ -91,32 +91,6 @@ class BandConv(KernelReuse):
         self.load_band(copies, Band(n, ho0, rows, wo0, cols, k))
         self.q_in.enque(copies)
 
-    def compute(self, job) -> None:
-        """As :meth:`npusim.conv.rowwise.BandKernel.compute`, with B's slot from :meth:`band_row`."""
-        g, t = self.g, self.t
-        (n, ho0, rows, wo0, cols), couts, k = job
-        ci0, cc = self.cins[k]
-        cc1, w1 = ceil_div(cc, g.c0), ceil_div(cols, 16)
-        copies = self.q_in.deque()
-        for co0, cb in couts:
-            if k == 0:
-                self.accs[co0] = self.start_accumulators(rows, co0, cb, cols)
-            accs = self.accs[co0]
-            for tap in range(g.kk):
-                i, j = g.tap(tap)
-                a = self.load_a(tap, ci0, cc, co0, cb)
-                for r in range(rows):
-                    in_row = self.band_row(r, i)
-                    if not isinstance(in_row, (int, np.integer)) or not (0 <= in_row < self.slots):
-                        raise ns.UsageError(f"band_row({r}, {i}) returned {in_row!r}; the band holds input rows "
-                                            f"0..{self.slots - 1}")
-                    self.mmad_row(accs[r], a, copies, (j * self.slots + int(in_row)) * cc1 * w1, cc, cb, cols,
-                                  first=(k == 0 and tap == 0 and not self.has_bias))
-                self.q_a.free_tensor(a)
-            if k == len(self.cins) - 1:
-                self.drain_rows(accs, n, ho0, co0, cb, wo0, cols)
-        self.q_in.free_tensor(copies)
-
 
 class ReferenceBand(BandConv):
     """The package's answer to exercise 1 (used by the tests): each band input row once per width tap."""
