@@ -108,6 +108,7 @@ class Core:
         self.vc = [[0] * N_PIPES for _ in range(N_PIPES)]
         self.iq = [deque() for _ in range(N_PIPES)]
         self.depth = cfg.instr_queue_depth
+        self.issue_cost = costs.scalar_issue_cycles(cfg)
         self.records: list[tuple] = []   # (pipe, start, end, op, nbytes, site)
         self.memories: dict[str, Memory] = {}
         self.flags: dict[tuple[HardEvent, int], tuple[float, list, tuple]] = {}
@@ -135,7 +136,6 @@ class Core:
     def issue(self, pipe: int, cost: float, op: str, nbytes: int, site) -> float:
         """Issue one instruction on ``pipe``; returns its end time. The caller has already bumped the
         pipe's epoch and checked its accesses (see :meth:`epoch`)."""
-        cfg = self.cfg
         t = self.scalar_t
         q = self.iq[pipe]
         if len(q) >= self.depth:
@@ -162,7 +162,7 @@ class Core:
     def scalar_issue(self) -> None:
         """The scalar unit spends ``scalar_issue_cycles`` issuing an instruction (or a queue call, flag or
         barrier). Back-to-back issue work is one ``ISSUE`` bar on the S lane of the timeline."""
-        c = self.cfg.scalar_issue_cycles
+        c = self.issue_cost
         t = self.scalar_t
         self.scalar_t = t + c
         self.busy[0] += c
