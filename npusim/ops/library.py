@@ -126,6 +126,9 @@ def _matmul_shape(ctx: InferContext):
     int8 = ctx.input_dtypes[0].name == "int8"
     if int8 and scale is None:
         ctx.fail("int8 inputs need the dequantisation scale input: one float32 per output column, or one value")
+    if int8 and not ctx.config.has_fixpipe:
+        ctx.fail(f"int8 matmul dequantises in the Fixpipe, which the '{ctx.config.name}' core does not have "
+                 f"(conv2d's int8 path dequantises on the vector unit there)")
     if scale is not None and (not int8 or (len(scale) != 1 or scale[0] not in (1, b[1]))):
         ctx.fail(f"'scale' is for int8 inputs and has 1 or {b[1]} values (one per output column), got {scale}")
     return [(a[0], b[1])]

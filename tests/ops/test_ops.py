@@ -163,3 +163,9 @@ def test_register_needs_inference_tiling_and_kernel():
     op = OpDef("half_done").input("x", ["float16"]).output("y", ["float16"])
     with pytest.raises(ops.OpError, match="needs infer_shape, tiling"):
         ops.register(op)
+
+
+def test_int8_matmul_needs_a_fixpipe():
+    a = np.ones((16, 32), np.int8)
+    with pytest.raises(ops.OpError, match="Fixpipe"):
+        ops.call("matmul", a, a.T.copy(), np.ones(16, np.float32), config="classic")
