@@ -44,21 +44,35 @@ class MatmulTiling:
                     hint="use smaller base blocks or fewer buffers", memory=mem, requested=b)
 
 
-def _fractals(rows: int, cols: int, k0: int) -> tuple[int, int]:
-    return -(-rows // 16), -(-cols // k0)
-
-
 @ns.kernel
-def matmul(a, b, c, m: int, n: int, k: int, tiling: MatmulTiling = MatmulTiling()) -> None:
-    """``c[:m, :n] = a[:m, :k] @ b[:k, :n]`` (row-major ND in GM), fp16/bf16 -> fp32/fp16. (int8 and fp32
-    need B in the ZN layout without a per-fractal transpose: see the conv2d kernels' FRACTAL_Z weights.)"""
+def matmul(a, b, c, m: int, n: int, k: int, tiling: MatmulTiling = MatmulTiling(), *, b_packed: bool = False,
+           deq_scale=None, acc_dtype: str | None = None, relu: bool = False) -> None:
+    """``c[:m, :n] = relu?((a[:m, :k] @ B) [* deq_scale[col]])`` with ``a`` row-major ND in GM.
+
+    ``b``: row-major ND (k x n) of a 16-bit type, its fractals transposed on the way to L0B; or, with
+    ``b_packed=True``, ZN fractals ``(K1, N1, 16, K0)`` packed once on the host (as frameworks pack
+    weights), which need no transpose, so every Cube type works: fp16/bf16/fp32 -> fp32, int8 -> int32,
+    and fp16 -> fp16 where the preset allows it (``acc_dtype="float16"``, the FP16 lab).
+    ``deq_scale``: one fp32 scale per output column (``n`` padded to a multiple of 16) for int8 results,
+    applied by Fixpipe on the way to an fp16 ``c``; Fixpipe reads it from L1, so flags order its load.
+    On the classic preset (no Fixpipe) results leave through UB, without ``relu``/``deq_scale``."""
     t = tiling
     cfg = ns.get_core_config()
     dt = a.dtype
     k0 = 32 // dt.itemsize
-    acc_dt = ns.int32 if dt == ns.int8 else ns.float32
+    acc = np.dtype(acc_dtype) if acc_dtype else (ns.int32 if dt == ns.int8 else ns.float32)
+    if b_packed and (t.base_k % k0 or t.base_n % 16):
+        raise ns.UsageError(f"a packed-weights tiling needs base_k a multiple of {k0} (K0 of {dt.name}) and "
+                            f"base_n of 16, got {t}")
+    if not b_packed and dt.itemsize != 2:
+        raise ns.UsageError("an ND b is transposed per 16x16 fractal in load_data, which needs a 16-bit "
+                            "dtype: pack b into ZN fractals (b_packed=True) for int8 or fp32")
+    via_ub = not cfg.has_fixpipe
+    if via_ub and (relu or deq_scale is not None):
+        raise ns.UsageError(f"'{cfg.name}' has no Fixpipe: relu and deq_scale ride in it on the way out of L0C")
     bm16, bn16 = -(-t.base_m // 16) * 16, -(-t.base_n // 16) * 16
     bkk = -(-t.base_k // k0) * k0
+    n1_total = -(-n // 16)  # fractal columns of a packed b
     pipe = ns.TPipe()
     q_a1, q_b1 = ns.TQue(ns.TPosition.A1), ns.TQue(ns.TPosition.B1)
     q_a2, q_b2 = ns.TQue(ns.TPosition.A2), ns.TQue(ns.TPosition.B2)
@@ -67,43 +81,47 @@ def matmul(a, b, c, m: int, n: int, k: int, tiling: MatmulTiling = MatmulTiling(
     pipe.init_buffer(q_b1, t.buffer_num, bkk * bn16 * dt.itemsize)
     pipe.init_buffer(q_a2, t.buffer_num, bm16 * bkk * dt.itemsize)
     pipe.init_buffer(q_b2, t.buffer_num, bkk * bn16 * dt.itemsize)
-    pipe.init_buffer(q_co1, t.buffer_num, bm16 * bn16 * 4)
-    via_ub = not cfg.has_fixpipe
+    pipe.init_buffer(q_co1, t.buffer_num, bm16 * bn16 * acc.itemsize)
     if via_ub:  # classic: L0C -> UB (V) -> cast (V) -> GM (MTE3)
         q_ub = ns.TQue(ns.TPosition.VECIN)
         q_out = ns.TQue(ns.TPosition.VECOUT)
-        pipe.init_buffer(q_ub, 1, bm16 * bn16 * 4)
+        pipe.init_buffer(q_ub, 1, bm16 * bn16 * acc.itemsize)
         pipe.init_buffer(q_out, 1, bm16 * bn16 * c.dtype.itemsize)
+    if deq_scale is not None:
+        scale_buf = ns.TBuf(ns.TPosition.A1)  # read by Fixpipe: no queue pairs MTE2 with FIX, so flags do it
+        pipe.init_buffer(scale_buf, bn16 * 4)
+    first = True
 
     tiles_m, tiles_n = -(-m // t.base_m), -(-n // t.base_n)
     for tile in range(ns.get_block_idx(), tiles_m * tiles_n, ns.get_block_num()):
         i0, j0 = (tile // tiles_n) * t.base_m, (tile % tiles_n) * t.base_n
         tm, tn = min(t.base_m, m - i0), min(t.base_n, n - j0)
         m1, n1 = -(-tm // 16), -(-tn // 16)
-        c_l0 = q_co1.alloc_tensor(acc_dt)
+        c_l0 = q_co1.alloc_tensor(acc)
         for kk in range(0, k, t.base_k):
             tk = min(t.base_k, k - kk)
             k1 = -(-tk // k0)
-            # CopyIn: GM -> L1 on MTE2, converting ND to NZ on the way. Each strip of 16 rows becomes
-            # its own small NZ matrix (nd_num strips), so the fractals land in L1 already in the order
-            # L0A (ZZ: row of fractals after row of fractals) and L0B (ZN) want them.
+            # CopyIn: GM -> L1 on MTE2. A becomes 16-row NZ strips (converted on the way), which puts its
+            # fractals in L0A's ZZ order; an ND B becomes strips along K the same way, a packed B is
+            # already ZN: k1 rows of n1 fractals, each row contiguous in GM.
             a_l1 = q_a1.alloc_tensor(dt)
             copy_strips(a_l1, a[i0 * k + kk:], tm, tk, k)
             q_a1.enque(a_l1)
             b_l1 = q_b1.alloc_tensor(dt)
-            kb1 = -(-tk // 16)
-            copy_strips(b_l1, b[kk * n + j0:], tk, tn, n)
+            if b_packed:
+                ns.data_copy(b_l1, b[((kk // k0) * n1_total + j0 // 16) * 16 * k0:], ns.DataCopyParams(
+                    block_count=k1, block_len=n1 * 16, src_stride=(n1_total - n1) * 16))
+            else:
+                copy_strips(b_l1, b[kk * n + j0:], tk, tn, n)
             q_b1.enque(b_l1)
-            # Split: L1 -> L0A / L0B on MTE1, whole fractals in one instruction each
+            # Split: L1 -> L0A / L0B on MTE1, whole fractals in one instruction each (an ND B's fractals
+            # are transposed into ZN on the way)
             a_l1, b_l1 = q_a1.deque(), q_b1.deque()
             a_l0 = q_a2.alloc_tensor(dt)
             ns.load_data(a_l0, a_l1, ns.LoadData2DParams(repeat_times=m1 * k1))
             q_a2.enque(a_l0)
             b_l0 = q_b2.alloc_tensor(dt)
-            if dt.itemsize != 2:
-                raise ns.UsageError("this matmul kernel transposes B fractals in load_data, which needs a "
-                                    "16-bit dtype; see conv2d for int8/fp32 on the Cube (FRACTAL_Z weights)")
-            ns.load_data(b_l0, b_l1, ns.LoadData2DParams(repeat_times=kb1 * n1, if_transpose=True))
+            ns.load_data(b_l0, b_l1, ns.LoadData2DParams(repeat_times=k1 * n1, if_transpose=not b_packed))
             q_b2.enque(b_l0)
             q_a1.free_tensor(a_l1)
             q_b1.free_tensor(b_l1)
@@ -112,14 +130,27 @@ def matmul(a, b, c, m: int, n: int, k: int, tiling: MatmulTiling = MatmulTiling(
             ns.mmad(c_l0, a_l0, b_l0, ns.MmadParams(tm, tn, tk, cmatrix_init_val=(kk == 0)))
             q_a2.free_tensor(a_l0)
             q_b2.free_tensor(b_l0)
+        scale = None
+        if deq_scale is not None:
+            scale = scale_buf.get(ns.float32)
+            if not first:
+                ns.wait_flag(ns.HardEvent.FIX_MTE2, 0)  # the previous Fixpipe has read the old scales
+            ns.data_copy(scale, deq_scale[j0:], n1 * 16)
+            ns.set_flag(ns.HardEvent.MTE2_FIX, 0)       # the new scales are in L1...
+            ns.wait_flag(ns.HardEvent.MTE2_FIX, 0)      # ...before Fixpipe reads them
         q_co1.enque(c_l0)
         # CopyOut: L0C -> GM
         c_l0 = q_co1.deque()
         if via_ub:
             _drain_via_ub(c_l0, c, q_ub, q_out, i0, j0, tm, tn, n, m1, n1)
         else:
-            ns.fixpipe(c[i0 * n + j0:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=n))
+            ns.fixpipe(c[i0 * n + j0:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=n, relu=relu, deq_scale=scale))
+        if deq_scale is not None:
+            ns.set_flag(ns.HardEvent.FIX_MTE2, 0)
+        first = False
         q_co1.free_tensor(c_l0)
+    if deq_scale is not None and not first:
+        ns.wait_flag(ns.HardEvent.FIX_MTE2, 0)
 
 
 def copy_strips(dst, src, rows: int, cols: int, row_stride: int) -> None:
@@ -180,84 +211,3 @@ def run_matmul(a: np.ndarray, b: np.ndarray, *, out_dtype=np.float32, tiling: Ma
     c = np.zeros((m, n), dtype=out_dtype)
     return ns.launch(matmul, block_dim, np.ascontiguousarray(a), np.ascontiguousarray(b), c, m, n, k, tiling,
                      config=cfg, sanitize=sanitize)
-
-
-@ns.kernel
-def matmul_packed(a, b_zn, c, m: int, n: int, k: int, tiling: MatmulTiling = MatmulTiling(), deq_scale=None,
-                  acc_dtype: str | None = None, relu: bool = False) -> None:
-    """``c = relu?((a @ b) [* deq_scale[col]])`` with ``a`` (m x k) ND in GM and ``b`` given as ZN fractals
-    ``(K1, N1, 16, K0)``: weights packed once on the host, as frameworks pack them, so that B reaches L0B
-    without a transpose (which only 16-bit fractals have) and every Cube type works: fp16/bf16/fp32 -> fp32,
-    int8 -> int32, and fp16 -> fp16 where the preset allows it (``acc_dtype="float16"``: the FP16 lab).
-
-    ``deq_scale``: one fp32 scale per output column (``n`` padded to a multiple of 16) for int8 results,
-    applied by Fixpipe on the way to an fp16 ``c``. Fixpipe reads it from L1, so flags order its load."""
-    t = tiling
-    dt = a.dtype
-    k0 = 32 // dt.itemsize
-    acc = np.dtype(acc_dtype) if acc_dtype else (ns.int32 if dt == ns.int8 else ns.float32)
-    if t.base_k % k0 or t.base_n % 16:
-        raise ns.UsageError(f"a packed-weights tiling needs base_k a multiple of {k0} (K0 of {dt.name}) and "
-                            f"base_n of 16, got {t}")
-    n1_total = -(-n // 16)  # fractal columns of the packed B
-    frac = 16 * k0  # elements of one fractal
-    bm16 = -(-t.base_m // 16) * 16
-    pipe = ns.TPipe()
-    q_a1, q_b1 = ns.TQue(ns.TPosition.A1), ns.TQue(ns.TPosition.B1)
-    q_a2, q_b2 = ns.TQue(ns.TPosition.A2), ns.TQue(ns.TPosition.B2)
-    q_co1 = ns.TQue(ns.TPosition.CO1)
-    pipe.init_buffer(q_a1, t.buffer_num, bm16 * t.base_k * dt.itemsize)
-    pipe.init_buffer(q_b1, t.buffer_num, t.base_k * t.base_n * dt.itemsize)
-    pipe.init_buffer(q_a2, t.buffer_num, bm16 * t.base_k * dt.itemsize)
-    pipe.init_buffer(q_b2, t.buffer_num, t.base_k * t.base_n * dt.itemsize)
-    pipe.init_buffer(q_co1, t.buffer_num, bm16 * t.base_n * acc.itemsize)
-    if deq_scale is not None:
-        scale_buf = ns.TBuf(ns.TPosition.A1)  # read by Fixpipe: no queue pairs MTE2 with FIX, so flags do it
-        pipe.init_buffer(scale_buf, t.base_n * 4)
-    first = True
-    tiles_m, tiles_n = -(-m // t.base_m), -(-n // t.base_n)
-    for tile in range(ns.get_block_idx(), tiles_m * tiles_n, ns.get_block_num()):
-        i0, j0 = (tile // tiles_n) * t.base_m, (tile % tiles_n) * t.base_n
-        tm, tn = min(t.base_m, m - i0), min(t.base_n, n - j0)
-        m1, n1 = -(-tm // 16), -(-tn // 16)
-        c_l0 = q_co1.alloc_tensor(acc)
-        for kk in range(0, k, t.base_k):
-            tk = min(t.base_k, k - kk)
-            k1 = -(-tk // k0)
-            a_l1 = q_a1.alloc_tensor(dt)
-            copy_strips(a_l1, a[i0 * k + kk:], tm, tk, k)
-            q_a1.enque(a_l1)
-            b_l1 = q_b1.alloc_tensor(dt)  # k1 rows of n1 ZN fractals, each row contiguous in GM
-            ns.data_copy(b_l1, b_zn[((kk // k0) * n1_total + j0 // 16) * frac:],
-                         ns.DataCopyParams(block_count=k1, block_len=n1 * 16, src_stride=(n1_total - n1) * 16))
-            q_b1.enque(b_l1)
-            a_l1, b_l1 = q_a1.deque(), q_b1.deque()
-            a_l0 = q_a2.alloc_tensor(dt)
-            ns.load_data(a_l0, a_l1, ns.LoadData2DParams(repeat_times=m1 * k1))
-            q_a2.enque(a_l0)
-            b_l0 = q_b2.alloc_tensor(dt)
-            ns.load_data(b_l0, b_l1, ns.LoadData2DParams(repeat_times=k1 * n1))
-            q_b2.enque(b_l0)
-            q_a1.free_tensor(a_l1)
-            q_b1.free_tensor(b_l1)
-            a_l0, b_l0 = q_a2.deque(), q_b2.deque()
-            ns.mmad(c_l0, a_l0, b_l0, ns.MmadParams(tm, tn, tk, cmatrix_init_val=(kk == 0)))
-            q_a2.free_tensor(a_l0)
-            q_b2.free_tensor(b_l0)
-        scale = None
-        if deq_scale is not None:
-            scale = scale_buf.get(ns.float32)
-            if not first:
-                ns.wait_flag(ns.HardEvent.FIX_MTE2, 0)  # the previous Fixpipe has read the old scales
-            ns.data_copy(scale, deq_scale[j0:], n1 * 16)
-            ns.set_flag(ns.HardEvent.MTE2_FIX, 0)       # the new scales are in L1...
-            ns.wait_flag(ns.HardEvent.MTE2_FIX, 0)      # ...before Fixpipe reads them
-        q_co1.enque(c_l0)
-        c_l0 = q_co1.deque()
-        ns.fixpipe(c[i0 * n + j0:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=n, relu=relu, deq_scale=scale))
-        if deq_scale is not None:
-            ns.set_flag(ns.HardEvent.FIX_MTE2, 0)
-        first = False
-        q_co1.free_tensor(c_l0)
-    if deq_scale is not None and not first:
-        ns.wait_flag(ns.HardEvent.FIX_MTE2, 0)

@@ -2,7 +2,7 @@
 built on it (im2col on the host), and two small vector kernels.
 
 Why not ``npusim.conv``: it always accumulates in fp32, as the A2 Cube does. To *see* what fp16
-accumulation costs, :func:`run_gemm` runs :func:`npusim.kernels.matmul.matmul_packed` with ``acc_dtype``:
+accumulation costs, :func:`run_gemm` runs :func:`npusim.kernels.matmul.matmul` on packed weights with ``acc_dtype``:
 
 - ``"float32"``: fp16 (or fp32) operands, fp32 L0C, Fixpipe casts to the output dtype: A2's real path;
 - ``"float16"``: fp16 operands into an fp16 L0C (910/310P; on A2 only with the teaching option
@@ -27,7 +27,7 @@ import npusim as ns
 from npusim import formats
 
 from .common import copy
-from .matmul import MatmulTiling, matmul_packed
+from .matmul import MatmulTiling, matmul
 
 FP16_ACC = ns.a2.replace(name="a2-fp16acc", cube_fp16_accumulate=True)
 """The A2 preset with the teaching option that lets Mmad accumulate fp16 into an fp16 L0C."""
@@ -51,7 +51,7 @@ def default_tiling(m: int, n: int, k: int, dtype) -> MatmulTiling:
 def run_gemm(a: np.ndarray, b: np.ndarray, *, acc_dtype: str = "float32", out_dtype=None, relu: bool = False,
              tiling: MatmulTiling | None = None, config=None, block_dim: int = 1,
              sanitize: str = "error") -> ns.LaunchResult:
-    """Launch :func:`npusim.kernels.matmul.matmul_packed` on ``a @ b`` (``b`` packed to ZN here, on the host)
+    """Launch :func:`npusim.kernels.matmul.matmul` on ``a @ b`` (``b`` packed to ZN here, on the host)
     with an L0C accumulator of ``acc_dtype``; ``result["c"]``.
 
     ``out_dtype`` defaults to ``a``'s dtype. ``config`` defaults to A2, or to :data:`FP16_ACC` when
@@ -68,8 +68,8 @@ def run_gemm(a: np.ndarray, b: np.ndarray, *, acc_dtype: str = "float32", out_dt
     out = np.zeros((m, n), dtype=out_dtype or a.dtype)
     t = tiling or default_tiling(m, n, k, a.dtype)
     b_zn = formats.nd_to_zn(b).reshape(-1)
-    return ns.launch(matmul_packed, block_dim, a, b_zn, out, m, n, k, t, acc_dtype=np.dtype(acc_dtype).name,
-                     relu=relu, config=config, sanitize=sanitize)
+    return ns.launch(matmul, block_dim, a, b_zn, out, m, n, k, t, b_packed=True,
+                     acc_dtype=np.dtype(acc_dtype).name, relu=relu, config=config, sanitize=sanitize)
 
 
 @dataclass

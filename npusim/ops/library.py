@@ -15,7 +15,7 @@ from .. import costs, formats
 from ..config import HardwareConfig
 from ..errors import CapacityError
 from ..kernels.elementwise import relu as relu_kernel
-from ..kernels.matmul import MatmulTiling, matmul as matmul_kernel, matmul_packed
+from ..kernels.matmul import MatmulTiling, matmul as matmul_kernel
 from ..kernels.softmax import softmax as softmax_kernel
 from ..kernels.vector_add import vector_add
 from .opdef import InferContext, OpDef, TilingData
@@ -211,7 +211,7 @@ def _matmul_float(a, b, c, tiling):
 
 @matmul.kernel(1)
 def _matmul_quant(a, b_zn, scale, c, tiling):
-    matmul_packed(a, b_zn, c, tiling.m, tiling.n, tiling.k, tiling.matmul, deq_scale=scale)
+    matmul_kernel(a, b_zn, c, tiling.m, tiling.n, tiling.k, tiling.matmul, b_packed=True, deq_scale=scale)
 
 
 for _op in (add, relu, softmax, matmul):
