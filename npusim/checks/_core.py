@@ -45,23 +45,37 @@ def _user_frame(tb) -> str:
     return where
 
 
+NOT_FINISHED = ("not finished yet ({e}). Replace the `raise NotImplementedError` line with your code, run the "
+                "cell, then this check again.")
+
+
+def call_learner(check: str, fn: Callable, *args: Any, case: dict | None = None, what: str = "your code",
+                 **kwargs: Any) -> Any:
+    """Call ``fn`` (the learner's code, or something running it); any problem becomes a
+    :class:`CheckFailed` for the learner: not finished, stopped by the simulator (with its message), or
+    the learner's own exception (with their line, never our frames)."""
+    __tracebackhide__ = True
+    where = f" on the hidden input [{describe(case)}]" if case else ""
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError as e:
+        raise CheckFailed(check, NOT_FINISHED.format(e=e)) from None
+    except CheckFailed:
+        raise
+    except NpuSimError as e:
+        raise CheckFailed(check, f"{where.strip() or 'here'} the simulator stopped {what} with "
+                                 f"{type(e).__name__}:\n{e}") from None
+    except Exception as e:  # noqa: BLE001 - the learner's own bug: say where, without our frames
+        raise CheckFailed(check, f"{what} raised {type(e).__name__}: {e}{where} at "
+                                 f"{_user_frame(e.__traceback__) or 'your code'}") from None
+
+
 def run_kernel(check: str, kernel: Callable, block_dim: int, *args: Any, case: dict, config=None,
                **kwargs: Any) -> LaunchResult:
     """Launch the learner's kernel with the sanitizer on; any problem becomes a :class:`CheckFailed`."""
     __tracebackhide__ = True
-    try:
-        return launch(kernel, block_dim, *args, config=config, sanitize="error", **kwargs)
-    except NotImplementedError as e:
-        raise CheckFailed(check, f"the exercise is not finished yet ({e}). Replace the "
-                                 f"`raise NotImplementedError` line with your code, run the cell, then this "
-                                 f"check again.") from None
-    except NpuSimError as e:
-        raise CheckFailed(check, f"on the hidden input [{describe(case)}] the simulator stopped your kernel "
-                                 f"with {type(e).__name__}:\n{e}") from None
-    except Exception as e:  # the learner's own bug: say where, without our frames
-        raise CheckFailed(check, f"on the hidden input [{describe(case)}] your kernel raised "
-                                 f"{type(e).__name__}: {e} at {_user_frame(e.__traceback__) or 'your code'}"
-                          ) from None
+    return call_learner(check, launch, kernel, block_dim, *args, case=case, what="your kernel", config=config,
+                        sanitize="error", **kwargs)
 
 
 def compare(check: str, got: np.ndarray, want: np.ndarray, case: dict, *, rtol: float = 0.0, atol: float = 0.0,

@@ -6,11 +6,10 @@ import math
 
 import numpy as np
 
-from ..errors import NpuSimError
 from ..kernels import mixed_precision as mp
 from ..precision import default_floor
 from ..precision import double_thousandth as _double_thousandth
-from ._core import CheckFailed, _user_frame, passed
+from ._core import CheckFailed, call_learner, passed
 
 __all__ = ["accuracy_bar", "fp16_layer"]
 
@@ -72,14 +71,8 @@ def accuracy_bar(fn) -> None:
     cases = _bar_cases()
     for what, actual, expected, floor in cases:
         want = _double_thousandth(actual, expected, floor=floor)
-        try:
-            got = fn(actual.copy(), expected.copy(), floor)
-        except NotImplementedError as e:
-            raise CheckFailed(name, f"not finished yet ({e}). Replace the `raise NotImplementedError` line with "
-                                    f"your code, run the cell, then this check again.") from None
-        except Exception as e:  # the learner's own bug
-            raise CheckFailed(name, f"on the hidden case '{what}' your function raised {type(e).__name__}: {e} at "
-                                    f"{_user_frame(e.__traceback__) or 'your code'}") from None
+        got = call_learner(name, fn, actual.copy(), expected.copy(), floor, case={"case": what},
+                           what="your function")
         try:
             ok, frac, mx = got
             ok, frac, mx = bool(ok), float(frac), float(mx)
@@ -135,17 +128,7 @@ def fp16_layer(fn) -> None:
         w16 = (rng.standard_normal((cout, cin, 3, 3)) * std).astype(np.float16)
         case = f"'{what}': x {xs}, w {(cout, cin, 3, 3)}, K = {cin * 9}"
         rec = _Recorder()
-        try:
-            out = fn(x16.copy(), w16.copy(), rec)
-        except NotImplementedError as e:
-            raise CheckFailed(name, f"not finished yet ({e}). Replace the `raise NotImplementedError` line with "
-                                    f"your code, run the cell, then this check again.") from None
-        except NpuSimError as e:
-            raise CheckFailed(name, f"on the hidden layer {case} the simulator stopped with {type(e).__name__}: "
-                                    f"{e}") from None
-        except Exception as e:
-            raise CheckFailed(name, f"on the hidden layer {case} your function raised {type(e).__name__}: {e} at "
-                                    f"{_user_frame(e.__traceback__) or 'your code'}") from None
+        out = call_learner(name, fn, x16.copy(), w16.copy(), rec, case={"layer": case}, what="your function")
         try:
             y16, scale = out
             scale = float(scale)

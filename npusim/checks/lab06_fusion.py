@@ -7,8 +7,7 @@ import numpy as np
 
 from ..conv import ConvGeometry
 from ..conv.api import run_img2col
-from ..errors import NpuSimError
-from ._core import CheckFailed, _user_frame, compare, describe, passed
+from ._core import CheckFailed, call_learner, compare, describe, passed
 
 __all__ = ["round_trip_bytes", "fused_relu_drain"]
 
@@ -43,22 +42,6 @@ def _case_words(case) -> dict:
             "bias": bias, "block_dim": bd, "config": "classic", "dtype": "float16"}
 
 
-def _run_learner(check: str, fn, case: dict):
-    """Call ``fn`` (which runs the learner's code); any problem becomes a CheckFailed for the learner."""
-    __tracebackhide__ = True
-    try:
-        return fn()
-    except NotImplementedError as e:
-        raise CheckFailed(check, f"the exercise is not finished yet ({e}). Replace the `raise NotImplementedError` "
-                                 f"line with your code, run the cell, then this check again.") from None
-    except NpuSimError as e:
-        raise CheckFailed(check, f"on the hidden input [{describe(case)}] the simulator stopped the fused kernel "
-                                 f"with {type(e).__name__}:\n{e}") from None
-    except Exception as e:  # the learner's own bug: say where, without our frames
-        raise CheckFailed(check, f"on the hidden input [{describe(case)}] your code raised {type(e).__name__}: "
-                                 f"{e} at {_user_frame(e.__traceback__) or 'your code'}") from None
-
-
 def round_trip_bytes(fn) -> None:
     """Lab 06, exercise 1: ``fn(x_shape, w_shape, stride, padding, itemsize)`` returns the GM bytes that a
     separate ReLU kernel moves after the convolution (and that fusion removes), on hidden layers."""
@@ -68,7 +51,7 @@ def round_trip_bytes(fn) -> None:
               ((1, 256, 14, 14), (512, 256, 1, 1), 2, 0, 2), ((4, 8, 9, 9), (3, 8, 3, 3), 1, 0, 4)]
     for x_shape, w_shape, s, p, isz in layers:
         case = {"x": x_shape, "w": w_shape, "stride": s, "padding": p, "bytes per element": isz}
-        got = _run_learner(name, lambda: fn(x_shape, w_shape, s, p, isz), case)
+        got = call_learner(name, fn, x_shape, w_shape, s, p, isz, case=case, what="your function")
         g = ConvGeometry.of(x_shape, w_shape, s, p)
         want = 2 * g.n * g.cout * g.ho * g.wo * isz
         if not isinstance(got, (int, np.integer)) or int(got) != want:
@@ -90,8 +73,8 @@ def fused_relu_drain(drain_cls) -> None:
         x, wt, b = _inputs(case, 600 + i)
         words = _case_words(case)
         sep = run_img2col(x, wt, b, s, p, relu=True, fuse=False, config="classic", block_dim=bd)
-        fused = _run_learner(name, lambda: run_img2col(x, wt, b, s, p, relu=True, drain=drain_cls,
-                                                       config="classic", block_dim=bd), words)
+        fused = call_learner(name, run_img2col, x, wt, b, s, p, relu=True, drain=drain_cls, config="classic",
+                             block_dim=bd, case=words, what="the fused kernel")
         compare(name, fused.output, sep.output, words,
                 look_at="the order of the stages (L0C -> UB, cast to the output dtype with CAST_RINT, ReLU) and the "
                         "NZ -> ND copy into the queue's tensor before it goes out (Cout above 16 has several blocks)")
@@ -100,8 +83,8 @@ def fused_relu_drain(drain_cls) -> None:
     x, wt, b = _inputs(case, 699)
     words = _case_words(case)
     sep = run_img2col(x, wt, None, s, p, relu=True, fuse=False, config="classic")
-    fused = _run_learner(name, lambda: run_img2col(x, wt, None, s, p, relu=True, drain=drain_cls, config="classic"),
-                         words)
+    fused = call_learner(name, run_img2col, x, wt, None, s, p, relu=True, drain=drain_cls, config="classic",
+                         case=words, what="the fused kernel")
     t_sep, t_fused = sep.kernels_profile.time_us, fused.profile.time_us
     speed = t_sep / t_fused
     if speed < SPEEDUP_TARGET:

@@ -10,7 +10,7 @@ from ..errors import NpuSimError
 from ..kernels.elementwise import scale as scale_kernel
 from ..ops import InferContext, OpDef, TilingData, call, register
 from ..ops.runtime import REGISTRY, TilingCache
-from ._core import CheckFailed, passed
+from ._core import NOT_FINISHED, CheckFailed, call_learner, passed
 
 __all__ = ["conv_shape", "scale_tiling", "int8_accuracy", "scale_op"]
 
@@ -38,7 +38,7 @@ def conv_shape(fn) -> None:
         try:
             got = fn(x, w, s, p, d)
         except NotImplementedError as e:
-            raise CheckFailed(name, f"not finished yet ({e})") from None
+            raise CheckFailed(name, NOT_FINISHED.format(e=e)) from None
         except ValueError as e:
             if want is ValueError:
                 continue
@@ -104,10 +104,7 @@ def scale_tiling(fn) -> None:
     problems: list[str] = []
 
     def checked(ctx: InferContext) -> TilingData:
-        try:
-            t = fn(ctx)
-        except NotImplementedError as e:
-            raise CheckFailed(name, f"not finished yet ({e})") from None
+        t = call_learner(name, fn, ctx)
         msg = _legal(t, ctx)
         if msg:
             problems.append(f"on [shape={ctx.input_shapes[0]}, dtype={ctx.input_dtypes[0].name}, "
@@ -150,10 +147,7 @@ def int8_accuracy(quantize_per_channel) -> None:
         w = (rng.standard_normal((k, n)) * rng.choice([0.01, 0.1, 1.0, 5.0], size=n)).astype(np.float32)
         sx = np.abs(x).max() / 127
         qx = np.clip(np.rint(x / sx), -127, 127).astype(np.int8)
-        try:
-            qw, sw = quantize_per_channel(w)
-        except NotImplementedError as e:
-            raise CheckFailed(name, f"not finished yet ({e})") from None
+        qw, sw = call_learner(name, quantize_per_channel, w)
         qw, sw = np.asarray(qw), np.asarray(sw, dtype=np.float32).reshape(-1)
         if qw.dtype != np.int8 or qw.shape != w.shape or sw.shape != (n,):
             raise CheckFailed(name, f"expected an int8 array of shape {w.shape} and {n} scales, got "

@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import gc
 import weakref
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
-from ..errors import NpuSimError
-from ._core import CheckFailed, _user_frame, compare, describe, passed
+from ._core import CheckFailed, call_learner, compare, describe, passed
 
 __all__ = ["matmul_backward", "conv_grad_input", "grad_accumulation", "no_leak"]
-
-_NOT_FINISHED = ("the exercise is not finished yet ({e}). Replace the `raise NotImplementedError` line with your "
-                 "code, run the cell, then this check again.")
 
 
 def _torch(name: str):
@@ -28,24 +24,6 @@ def _torch(name: str):
     except ImportError as e:
         raise CheckFailed(name, f"this check needs PyTorch: {e}") from None
     return torch
-
-
-def _call(name: str, fn: Callable, *args: Any, case: dict | None = None, what: str = "your function") -> Any:
-    """Run learner code; what goes wrong becomes a CheckFailed written for the learner."""
-    __tracebackhide__ = True
-    where = f" on the hidden input [{describe(case)}]" if case else ""
-    try:
-        return fn(*args)
-    except NotImplementedError as e:
-        raise CheckFailed(name, _NOT_FINISHED.format(e=e)) from None
-    except CheckFailed:
-        raise
-    except NpuSimError as e:
-        raise CheckFailed(name, f"{where.strip() or 'here'} the simulator refused a call of {what} with "
-                                f"{type(e).__name__}:\n{e}") from None
-    except Exception as e:  # noqa: BLE001 - the learner's own bug: say where, without our frames
-        raise CheckFailed(name, f"{what} raised {type(e).__name__}: {e}{where} at "
-                                f"{_user_frame(e.__traceback__) or 'your code'}") from None
 
 
 def _tolerance(dtype, k: int) -> tuple[float, float]:
@@ -74,7 +52,7 @@ def matmul_backward(fn: Callable) -> None:
         a, b, g = (rng.standard_normal(s).astype(dt) for s in ((m, k), (k, n), (m, n)))
         case = {"a": f"{m}x{k}", "b": f"{k}x{n}", "dtype": np.dtype(dt).name}
         with sim.record() as rec:
-            out = _call(name, fn, a.copy(), b.copy(), g.copy(), case=case)
+            out = call_learner(name, fn, a.copy(), b.copy(), g.copy(), case=case)
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise CheckFailed(name, f"return the pair (grad_a, grad_b), got {type(out).__name__}")
         a64, b64, g64 = a.astype(np.float64), b.astype(np.float64), g.astype(np.float64)
@@ -118,7 +96,7 @@ def conv_grad_input(fn: Callable) -> None:
         case = {"input": f"{n}x{cin}x{h}x{w}", "kernel": f"{cout}x{cin}x{k}x{k}", "stride": s, "padding": p,
                 "dilation": d, "dtype": np.dtype(dt).name}
         with sim.record() as rec:
-            got = _call(name, fn, g.copy(), wt.copy(), (h, w), (s, s), (p, p), (d, d), case=case)
+            got = call_learner(name, fn, g.copy(), wt.copy(), (h, w), (s, s), (p, p), (d, d), case=case)
         want = torch.nn.grad.conv2d_input((n, cin, h, w), torch.from_numpy(wt.astype(np.float64)),
                                           torch.from_numpy(g.astype(np.float64)), s, p, d).numpy()
         got = np.asarray(got)
@@ -166,7 +144,7 @@ def grad_accumulation(fn: Callable) -> None:
         opt.step = lambda *a, **k: (steps.append(1), real_step(*a, **k))[1]
         meter = SavedTensorMeter(model)
         with meter:
-            _call(name, fn, model, opt, x, y, micro, case=case)
+            call_learner(name, fn, model, opt, x, y, micro, case=case)
         # the full-batch gradient, with PyTorch's own layers
         F.cross_entropy(ref(x), y).backward()
         if len(steps) != 1:
@@ -231,8 +209,8 @@ def no_leak(fn_cls) -> None:
 
     case = {"a": "6x5", "b": "5x4", "uses": 2}
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        c1 = _call(name, fn_cls.apply, a, b1, case=case, what="forward")
-        c2 = _call(name, fn_cls.apply, a, b2, case=case, what="forward")
+        c1 = call_learner(name, fn_cls.apply, a, b1, case=case, what="your forward")
+        c2 = call_learner(name, fn_cls.apply, a, b2, case=case, what="your forward")
     for c, b in ((c1, b1), (c2, b2)):
         if not isinstance(c, torch.Tensor) or tuple(c.shape) != (6, 4):
             raise CheckFailed(name, f"forward must return a (6, 4) tensor, got "
@@ -247,7 +225,7 @@ def no_leak(fn_cls) -> None:
     gc.disable()
     try:
         with sim.record() as rec:
-            _call(name, lambda: ((c1 * g1).sum() + (c2 * g2).sum()).backward(), case=case, what="backward")
+            call_learner(name, lambda: ((c1 * g1).sum() + (c2 * g2).sum()).backward(), case=case, what="your backward")
         stored = sorted({k for c in (c1, c2) for k, v in vars(c.grad_fn).items() if isinstance(v, torch.Tensor)})
         alive = [shape for r, shape in refs if r() is not None]
     finally:

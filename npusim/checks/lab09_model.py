@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import NpuSimError
-from ._core import CheckFailed, describe, passed
+from ._core import CheckFailed, call_learner, describe, passed
 
 __all__ = ["fold_bn", "graph_pass"]
 
@@ -19,20 +19,6 @@ _FOLD_CASES = [  # (cout, cin, k, bias, eps, var scale)
     (1, 1, 1, False, 1e-5, 1.0), (16, 3, 3, False, 1e-5, 1.0), (8, 4, 3, True, 1e-3, 1.0),
     (32, 16, 1, True, 1e-5, 1e-4), (5, 7, 5, False, 0.1, 10.0),
 ]
-
-
-def _call(name: str, fn: Callable, *args, case: dict | None = None):
-    __tracebackhide__ = True
-    try:
-        return fn(*args)
-    except NotImplementedError as e:
-        raise CheckFailed(name, f"the exercise is not finished yet ({e}). Replace the `raise NotImplementedError` "
-                                f"line with your code, run the cell, then this check again.") from None
-    except CheckFailed:
-        raise
-    except Exception as e:  # the learner's own bug
-        where = f" on [{describe(case)}]" if case else ""
-        raise CheckFailed(name, f"your function raised {type(e).__name__}: {e}{where}") from None
 
 
 def fold_bn(fn: Callable) -> None:
@@ -50,7 +36,7 @@ def fold_bn(fn: Callable) -> None:
         var = (rng.uniform(0.1, 2.0, cout) * vs).astype(np.float32)
         gamma = rng.uniform(-1.5, 1.5, cout).astype(np.float32)
         case = {"cout": cout, "cin": cin, "kernel": f"{k}x{k}", "conv bias": "yes" if has_b else "None", "eps": eps}
-        out = _call(name, fn, w.copy(), None if b is None else b.copy(), mean.copy(), var.copy(), gamma.copy(),
+        out = call_learner(name, fn, w.copy(), None if b is None else b.copy(), mean.copy(), var.copy(), gamma.copy(),
                     beta.copy(), eps, case=case)
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise CheckFailed(name, f"return the pair (w_folded, b_folded), got {type(out).__name__}")
@@ -121,7 +107,7 @@ def graph_pass(fn: Callable) -> None:
         image = 16 if case["image"] == "16x16" else 8
         x = images(batch, image, seed=11)
         before = graph.signature()
-        out = _call(name, fn, graph, case=case)
+        out = call_learner(name, fn, graph, case=case)
         if not isinstance(out, Graph):
             raise CheckFailed(name, f"return the new graph (a npusim.model.Graph), got {type(out).__name__}")
         if graph.signature() != before:
