@@ -8,6 +8,9 @@ import re
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")  # in-process tests draw without a display
+# Checks raise CheckFailed (instead of printing and letting the notebook go on), so that nbval on solutions/
+# and the in-process check tests fail on a failing check. The unsolved-lab runner turns it off.
+os.environ["NPUSIM_STRICT"] = "1"
 
 _LAB = re.compile(r"^(\d\d)_")
 

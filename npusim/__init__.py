@@ -38,6 +38,7 @@ from .params import (DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, Fi
                      LoadData3DParams, MmadParams, Nd2NzParams)
 from .pipes import HardEvent, Pipe, QuePosition, TPosition
 from .profile import Profile
+from .course.tracebacks import install as _install_tracebacks, show_internals
 
 presets = PRESETS
 
@@ -51,5 +52,7 @@ __all__ = [
     "LaunchResult", "kernel", "launch", "TBuf", "TPipe", "TQue", "TQueBind", "RoundMode",
     "DataCopyParams", "DataCopyExtParams", "DataCopyPadExtParams", "Nd2NzParams", "LoadData2DParams",
     "LoadData3DParams", "MmadParams", "FixpipeParams", "HardEvent", "Pipe", "TPosition", "QuePosition",
-    "Profile", "costs", "formats", "numerics", *_instructions,
+    "Profile", "costs", "formats", "numerics", "show_internals", *_instructions,
 ]
+
+_install_tracebacks()  # in a notebook, simulator errors show the learner's frames only

@@ -1,12 +1,15 @@
 """The checks that lab notebooks call: ``from npusim import checks as check`` then ``check.vector_add(k)``.
 
-A check runs the learner's code on hidden inputs (odd sizes, tails, one element, the largest that fits),
-compares with a reference at a tolerance suited to the dtype, requires a clean sanitizer run, and where the
-lab is about speed, a performance target. A failure raises :class:`CheckFailed` saying what was expected,
-what came back, on which input, and what to look at; a pass prints one line.
+A check runs the learner's code on hidden inputs (the lab's adversarial cases, fixed, plus random ones
+drawn from the grading seed), verifies the contract it states (types, dtypes, shapes), compares with a
+reference at a tolerance suited to the dtype, requires a clean sanitizer run, and where the lab is about
+speed or bytes moved, a target a naive answer misses. A pass prints one ``PASSED`` line; a failure says
+what differs, on which input, and the likely causes. In a notebook a failure is printed and the notebook
+goes on; with ``NPUSIM_STRICT=1`` (grading, tests) it raises :class:`CheckFailed`.
 
 Each lab's checks live in a module ``labNN*.py`` of this package; every public function of those modules
-(listed in its ``__all__``, or not starting with ``_``) is a check available here.
+(listed in its ``__all__``, or not starting with ``_``) is a check available here, and the module's
+``HINTS`` (exercise key -> hints, weakest first) feed :func:`hint`.
 """
 
 from __future__ import annotations
@@ -14,9 +17,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ._core import CheckFailed, passed
+from ..course import tracebacks as _tracebacks
+from ._core import CheckFailed, NotFinished, hidden_seed, learner_facing, passed, strict
+from ._flow import HINTS, finished, hint, mine_or_reference, uses
 
-__all__ = ["CheckFailed", "passed"]
+__all__ = ["CheckFailed", "NotFinished", "passed", "hint", "uses", "mine_or_reference", "finished",
+           "hidden_seed", "strict"]
 
 
 def _collect() -> None:
@@ -26,10 +32,16 @@ def _collect() -> None:
         mod = importlib.import_module(f"{__name__}.{info.name}")
         names = getattr(mod, "__all__", None) or [
             n for n, v in vars(mod).items()
-            if callable(v) and not n.startswith("_") and getattr(v, "__module__", "") == mod.__name__]
+            if callable(v) and not n.startswith("_") and getattr(v, "__module__", "") == mod.__name__
+            and not isinstance(v, type)]
         for n in names:
-            globals()[n] = getattr(mod, n)
+            globals()[n] = learner_facing(getattr(mod, n))
             __all__.append(n)
+        for key, ladder in getattr(mod, "HINTS", {}).items():
+            if key in HINTS:
+                raise RuntimeError(f"hint key {key!r} defined twice ({mod.__name__})")
+            HINTS[key] = tuple(ladder)
 
 
 _collect()
+_tracebacks.install()  # in a notebook: errors show the learner's frames only

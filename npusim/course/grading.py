@@ -281,7 +281,8 @@ def _subprocess_env(tmp: Path) -> dict[str, str]:
     env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",   # only nbval and this plugin: a hermetic pytest
                PYTHONDONTWRITEBYTECODE="1",
                IPYTHONDIR=str(tmp / "ipython"),       # no learner startup files; no shared history database
-               MPLBACKEND="Agg")
+               MPLBACKEND="Agg",
+               NPUSIM_STRICT="1")                    # failing checks raise, so nbval records their message
     return env
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import queue
 import sys
 import time
@@ -26,14 +27,20 @@ class CellResult:
 
 
 def run_notebook(path: str | Path, *, timeout: float = 120, cwd: str | Path | None = None,
-                 stop_on: set[str] | None = None) -> list[CellResult]:
+                 stop_on: set[str] | None = None, strict: bool = False,
+                 env: dict[str, str] | None = None) -> list[CellResult]:
     """Execute every code cell of ``path`` in order in a new kernel of this Python; never raises for a
-    failing cell. ``stop_on``: error names after which to stop (e.g. a timeout leaves the kernel busy)."""
+    failing cell. ``stop_on``: error names after which to stop (e.g. a timeout leaves the kernel busy).
+    ``strict``: failing checks raise (as under grading); off, the notebook behaves as for a learner."""
     from jupyter_client.manager import start_new_kernel
 
     nb = nbformat.read(path, as_version=4)
+    kernel_env = dict(os.environ if env is None else env)
+    kernel_env.pop("NPUSIM_STRICT", None)
+    if strict:
+        kernel_env["NPUSIM_STRICT"] = "1"
     km, kc = start_new_kernel(kernel_name="python3", cwd=str(cwd or Path(path).parent),
-                              extra_arguments=[], startup_timeout=60)
+                              extra_arguments=[], startup_timeout=60, env=kernel_env)
     results: list[CellResult] = []
     try:
         for i, cell in enumerate(nb.cells):
@@ -68,6 +75,32 @@ def run_notebook(path: str | Path, *, timeout: float = 120, cwd: str | Path | No
     return results
 
 
+def _text(output: dict) -> str:
+    if output["type"] == "stream":
+        return output["text"]
+    if output["type"] == "error":
+        return "\n".join(output.get("traceback", []))
+    data = output.get("data", {})
+    if "application/vnd.jupyter.widget-view+json" in data:
+        return "[widget]"
+    if "image/png" in data:
+        return "[image]"
+    return data.get("text/plain", "")
+
+
 if __name__ == "__main__":  # pragma: no cover - a debugging aid
-    for r in run_notebook(sys.argv[1]):
-        print(f"{r.index:3d} {r.status:7s} {r.seconds:6.2f}s {r.ename} {r.evalue[:100]}")
+    import argparse
+
+    ap = argparse.ArgumentParser(description="run a notebook cell by cell; print each cell's status and time")
+    ap.add_argument("notebook")
+    ap.add_argument("--outputs", action="store_true", help="also print what each cell showed")
+    ap.add_argument("--strict", action="store_true", help="failing checks raise (as under grading)")
+    a = ap.parse_args()
+    total = 0.0
+    for r in run_notebook(a.notebook, strict=a.strict):
+        total += r.seconds
+        print(f"{r.index:3d} {r.cell_id[:22]:22s} {r.status:7s} {r.seconds:6.2f}s {r.ename} {r.evalue[:100]}")
+        if a.outputs:
+            for o in r.outputs:
+                print("      " + _text(o).rstrip().replace("\n", "\n      "))
+    print(f"total {total:.1f} s")

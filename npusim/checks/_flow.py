@@ -1,0 +1,124 @@
+"""How a lab flows when some exercises are not finished: Run All always reaches the end.
+
+- ``with check.uses("exercise 1"):`` around a cell that runs the learner's code: an unfinished exercise
+  gives one line and the cell is skipped; any other error is shown briefly (in red) and the notebook goes
+  on. In strict mode (grading, tests) everything is raised as usual.
+- ``check.mine_or_reference(mine, reference, "exercise 2")``: what an explorer should run: the learner's
+  code once it is finished, the reference kernel until then (saying so in one line).
+- ``check.hint("vector-add", 2)``: the hint ladder of an exercise (direction, approach, nearly the code).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from typing import Any, Callable, Iterable
+
+from ..course.tracebacks import RED, RESET, compact, is_unfinished, unfinished_line
+from ._core import CheckFailed, show_failure, strict
+
+
+class uses:
+    """Context manager for a cell that runs an exercise's code (see the module docstring)."""
+
+    def __init__(self, exercise: str):
+        self.exercise = exercise
+
+    def __enter__(self) -> "uses":
+        return self
+
+    def __exit__(self, etype, exc, tb) -> bool:
+        if exc is None or strict() or not isinstance(exc, Exception):
+            return False
+        if isinstance(exc, CheckFailed):
+            show_failure(exc)
+        elif is_unfinished(exc):
+            print(f"{self.exercise} is {unfinished_line(exc)}; this cell needs it and was skipped, the "
+                  f"notebook goes on.")
+        else:
+            print("\n".join(compact(exc)), file=sys.stderr)
+            print(f"{RED}(this cell stopped; the cells below still run){RESET}", file=sys.stderr)
+        return True
+
+
+def _own_objects(obj: Any, seen: set[int]) -> Iterable[types.CodeType]:
+    """Code objects of ``obj`` and of the notebook-defined functions and classes it refers to."""
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, (staticmethod, classmethod)):
+        obj = obj.__func__
+    if isinstance(obj, functools.partial):
+        yield from _own_objects(obj.func, seen)
+        return
+    code = getattr(obj, "__code__", None)
+    if isinstance(obj, type):
+        if obj.__module__ != "__main__":
+            return
+        for base in obj.__mro__[1:]:
+            if base.__module__ == "__main__":
+                yield from _own_objects(base, seen)
+        for v in vars(obj).values():
+            yield from _own_objects(v, seen)
+        return
+    wrapped = getattr(obj, "__wrapped__", None)
+    if wrapped is not None:
+        yield from _own_objects(wrapped, seen)
+    if code is None:
+        return
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        yield c
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    for name in _names(code):
+        target = getattr(obj, "__globals__", {}).get(name)
+        if target is not None and getattr(target, "__module__", None) == "__main__":
+            yield from _own_objects(target, seen)
+
+
+def _names(code: types.CodeType) -> set[str]:
+    out = set(code.co_names)
+    for k in code.co_consts:
+        if isinstance(k, types.CodeType):
+            out |= _names(k)
+    return out
+
+
+def finished(*objs: Any) -> bool:
+    """False while any of ``objs`` (functions, classes, kernels), or a notebook-defined function or class
+    they use, still holds a ``raise NotImplementedError`` stub."""
+    seen: set[int] = set()
+    for obj in objs:
+        for code in _own_objects(obj, seen):
+            if "NotImplementedError" in code.co_names:
+                return False
+    return True
+
+
+def mine_or_reference(mine: Callable, reference: Callable, exercise: str) -> Callable:
+    """``mine`` once the exercise is finished, else ``reference`` (saying so in one line), e.g.
+    ``mine_or_reference(add_kernel, vector_add, "exercise 1")``."""
+    if finished(mine):
+        return mine
+    print(f"{exercise}: not finished yet, so this cell uses the reference kernel (finish it, then run this "
+          f"cell again to use yours).")
+    return reference
+
+
+# --- hints ----------------------------------------------------------------------------------------------
+
+HINTS: dict[str, tuple[str, ...]] = {}
+"""exercise key -> its hints, weakest first (collected from the lab modules' ``HINTS``)."""
+
+
+def hint(exercise: str, level: int = 1) -> None:
+    """Print hint ``level`` (1 = a direction, higher = closer to the code) of an exercise."""
+    ladder = HINTS.get(exercise)
+    if ladder is None:
+        raise KeyError(f"no hints for {exercise!r}; exercises with hints: {', '.join(sorted(HINTS))}")
+    if not isinstance(level, int) or not 1 <= level <= len(ladder):
+        raise ValueError(f"{exercise!r} has hint levels 1 to {len(ladder)}, not {level!r}")
+    more = (f"  (stronger: check.hint({exercise!r}, {level + 1}))" if level < len(ladder) else "")
+    print(f"Hint {level} of {len(ladder)} for {exercise}:\n{ladder[level - 1]}{more}")
