@@ -29,7 +29,7 @@ def bench_vector_add(repeat: int) -> dict:
     sim_s, np_s, res = measure(lambda: run_vector_add(x, y, tile=tile, buffer_num=2), floor, repeat)
     assert np.array_equal(res["z"], x + y)
     return line("vector_add", sim_s, np_s, res.profile, elements=n, tile=tile, target_sim_s=0.020,
-                 target_ratio=5.0)
+                target_ratio=5.0)
 
 
 @case("matmul")
@@ -56,4 +56,4 @@ def bench_matmul(repeat: int) -> dict:
     sim_s, np_s, res = measure(lambda: run_matmul(a, b, tiling=tiling), floor, repeat)
     assert np.allclose(res["c"], a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-3)
     return line("matmul", sim_s, np_s, res.profile, shape=[m, n, k], base_block=[bs, bs, bs],
-                 mac_utilization=round(res.profile.mac_utilization, 4), target_sim_s=0.020, target_ratio=5.0)
+                mac_utilization=round(res.profile.mac_utilization, 4), target_sim_s=0.020, target_ratio=5.0)
