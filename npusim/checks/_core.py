@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..course.tracebacks import RED, RESET, innermost_learner_site
+from ..tracebacks import RED, RESET, innermost_learner_site
 from ..errors import NpuSimError
 from ..launch import LaunchResult, launch
 
