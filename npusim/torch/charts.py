@@ -163,9 +163,10 @@ def gradient_histogram(report: GradientReport) -> Figure:
     handles, labels = axes[0].get_legend_handles_labels()
     handles += [Patch(color="#d62728", alpha=0.25), Patch(color="#ff7f0e", alpha=0.3)]
     labels += ["fp16: rounds to 0", "fp16: subnormal"]
-    axes[0].legend(handles, labels, fontsize="x-small", frameon=False, loc="upper left")
+    # below the axes: inside, it would cover the shaded fp16 ranges
+    fig.legend(handles, labels, fontsize="x-small", frameon=False, loc="lower center", ncols=len(labels))
     axes[0].set_ylabel("gradient values at layer outputs")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
 
 

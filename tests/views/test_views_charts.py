@@ -150,9 +150,30 @@ def test_timeline_bars_are_the_instructions(mm):
         assert sum(widths) == pytest.approx(lane_busy(mm, pipe))
         # busy cycles of a pipe are exactly its instruction durations
         assert sum(widths) == pytest.approx(mm.pipe_busy_cycles[pipe.msprof_name])
-    ops = {i.op for i in mm.instructions}
-    legend = {t.get_text() for t in ax.get_legend().get_texts()}
-    assert ops <= legend
+    # the legend lists every family in one fixed order; the families this launch used are not faded
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [f.label for f in charts.FAMILIES]
+    used = {charts.family(i.op).label for i in mm.instructions}
+    opaque = {t.get_text() for t in legend.get_texts() if (t.get_alpha() or 1.0) == 1.0}
+    assert opaque == used
+
+
+def test_an_operation_has_one_colour_in_every_chart(mm, vadd, sm):
+    """A bar's colour is its operation family's, whatever else the kernel ran (no per-chart palette)."""
+    from matplotlib.colors import to_hex
+
+    seen: dict[str, set] = {}
+    for prof in (mm, vadd, sm):
+        fig = charts.timeline(prof)
+        for bars in artists(fig, "bars|") + artists(fig, "bins|"):
+            op = bars.get_gid().split("|")[2]
+            seen.setdefault(op, set()).add(to_hex(bars.get_facecolor()[0]))
+    assert {"data_copy", "mmad", "add", "ISSUE"} <= set(seen)
+    for op, colours in seen.items():
+        assert colours == {charts.op_colour(op)}, f"{op} drawn in {colours}"
+    assert charts.op_colour("fixpipe+relu") == charts.op_colour("fixpipe")
+    assert charts.op_colour("data_copy_pad") != charts.op_colour("data_copy")
+    assert charts.family("some_new_op").label == "other"
 
 
 def test_timeline_writes_total_time_and_critical_pipe(vadd):
@@ -288,3 +309,55 @@ def test_compare_needs_two_profiles_and_matching_labels(vadd, vadd_fast):
         charts.compare([vadd])
     with pytest.raises(ns.UsageError):
         charts.compare([vadd, vadd_fast], ["only one"])
+
+
+def test_roofline_ticks_are_plain_decimals_and_each_roof_has_its_label(vadd, mm, vadd_multi):
+    import re
+
+    for fig in (charts.roofline([vadd, mm]), charts.roofline(vadd_multi), charts.roofline(vadd, config="classic")):
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        ticks = [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels() if t.get_text()]
+        assert ticks and all(re.fullmatch(r"[\d,]+(\.\d+)?", t) for t in ticks), ticks
+        roofs = {line.get_gid() for line in artists(fig, "roof|")}
+        labels = " ".join(t.get_text() for t in ax.texts if t.get_gid() == "roof_label")
+        for gid in roofs:
+            assert gid.split("|")[1] in labels, f"{gid} has no label on its line"
+        # the GM slope is drawn once, as a line with its legend entry
+        (gm,) = artists(fig, "gm|")
+        assert gm.get_linestyle() == "-"
+        assert any(t.get_text().startswith("GM ") for t in ax.get_legend().get_texts())
+
+
+def test_occupancy_axis_fits_what_is_reserved(vadd):
+    fig = charts.occupancy(vadd)
+    reserved = vadd.reserved_bytes["UB"] / 1024
+    assert fig.axes[0].get_ylim()[1] == pytest.approx(reserved * 1.1)
+    assert "above the axis" in texts(fig)
+    full = charts.occupancy(vadd, scale="capacity")
+    assert full.axes[0].get_ylim()[1] == pytest.approx(vadd.config.memory_bytes("UB") / 1024 * 1.1)
+    with pytest.raises(ns.UsageError, match="scale"):
+        charts.occupancy(vadd, scale="log")
+
+
+def test_a_pinned_baseline_fixes_the_time_axis(xy, vadd, vadd_fast):
+    """Against one baseline, a slower setting draws a longer timeline on the same axis, not a rescaled one."""
+    from npusim.kernels.vector_add import run_vector_add
+
+    slow = vadd  # tile 1024
+    mid = run_vector_add(*xy, tile=2048, buffer_num=2).profile
+    assert slow.total_cycles > mid.total_cycles > vadd_fast.total_cycles
+    base = slow
+    a, b = charts.timeline(mid, baseline=base), charts.timeline(vadd_fast, baseline=base)
+    assert a.axes[0].get_xlim() == b.axes[0].get_xlim() == (0.0, base.total_cycles)
+    (end,) = artists(a, "baseline_end")
+    assert end.get_xdata()[0] == base.total_cycles
+    # unpinned, each timeline fills its own axis
+    assert charts.timeline(mid).axes[0].get_xlim()[1] == mid.total_cycles
+    # a setting slower than the baseline extends the axis; the baseline's end stays marked
+    c = charts.timeline(slow, baseline=vadd_fast)
+    assert c.axes[0].get_xlim()[1] == slow.total_cycles
+    assert artists(c, "baseline_end")[0].get_xdata()[0] == vadd_fast.total_cycles
+    for chart in (charts.utilization, charts.bandwidth):
+        marks = artists(chart(mid, baseline=base), "baseline")
+        assert marks, f"{chart.__name__} does not mark the baseline"

@@ -1,0 +1,175 @@
+"""What every chart shares: figure size and resolution, labels, and colours defined once.
+
+Colours mean the same thing in every chart of every lab: an operation family (``data_copy``, ``mmad``,
+``fixpipe``, vector arithmetic, ...) has one colour wherever it is drawn, whatever else the kernel runs, so
+switching a kernel variant never recolours a bar, and the timeline's legend lists every family in one order
+(families a launch did not use are greyed out) so it never moves. Role colours (achieved vs peak, the
+pinned baseline, the critical pipe) are fixed the same way.
+
+Figures are built with :class:`matplotlib.figure.Figure` directly, never through pyplot, so nothing is
+registered with pyplot and nothing leaks: a notebook shows a returned Figure through its ``_repr_png_``
+(inline; :func:`register_notebook_display`), and a script saves it with ``fig.savefig``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from ..errors import UsageError
+from ..pipes import PIPE_ORDER, Pipe
+from ..profile import Profile
+
+#: Resolution figures are made for. Modest on purpose: the explorer redraws them on every slider move.
+DPI = 80
+
+PIPE_LABELS = {Pipe.MTE2: "MTE2", Pipe.MTE1: "MTE1", Pipe.M: "M (Cube)", Pipe.V: "V (Vector)",
+               Pipe.FIX: "FIX", Pipe.MTE3: "MTE3", Pipe.S: "S (Scalar)"}
+_BY_MSPROF = {p.msprof_name: p for p in PIPE_ORDER}
+
+
+# --- operation families ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Family:
+    """Operations drawn in one colour: ``ops`` are exact op names, ``prefixes`` op-name prefixes."""
+
+    label: str
+    colour: str
+    ops: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
+
+
+#: Every operation family, in the order data flows through the core (the timeline legend's order).
+FAMILIES: tuple[Family, ...] = (
+    Family("data_copy (GM, L1, UB)", "#1f77b4", ("data_copy",), ("data_copy(",)),
+    Family("data_copy_pad", "#aec7e8", ("data_copy_pad",)),
+    Family("load_data (L1 -> L0)", "#17becf", prefixes=("load_data",)),
+    Family("mmad (Cube)", "#9467bd", prefixes=("mmad",)),
+    Family("fixpipe", "#8c564b", prefixes=("fixpipe",)),
+    Family("vector arithmetic", "#2ca02c", ("add", "sub", "mul", "div", "max", "min", "adds", "muls", "maxs",
+                                            "mins", "abs", "relu", "duplicate")),
+    Family("vector exp/ln/sqrt/1/x", "#98df8a", ("exp", "ln", "sqrt", "reciprocal")),
+    Family("reduce_max / reduce_sum", "#ff7f0e", prefixes=("reduce_",)),
+    Family("cast / compare / select", "#bcbd22", ("cast", "compare", "select")),
+    Family("scalar issue", "#7f7f7f", ("ISSUE",)),
+    Family("get_value / set_value", "#c5b0d5", ("get_value", "set_value")),
+)
+#: Operations of no family above.
+OTHER = Family("other", "#e377c2")
+_FAMILY_OF: dict[str, Family] = {}
+
+
+def family(op: str) -> Family:
+    """The family of an operation name (``"fixpipe+relu"`` -> fixpipe, ``"exp"`` -> vector exp...)."""
+    hit = _FAMILY_OF.get(op)
+    if hit is None:
+        hit = next((f for f in FAMILIES if op in f.ops or op.startswith(f.prefixes)), OTHER)
+        _FAMILY_OF[op] = hit
+    return hit
+
+
+def op_colour(op: str) -> str:
+    """The colour of an operation: its family's, in every chart."""
+    return family(op).colour
+
+
+def family_legend(ax, used: set[Family], title: str = "operation", **kw) -> Any:
+    """The fixed legend of operation families beside ``ax``: every family in :data:`FAMILIES` order (and
+    "other" when used); families not in ``used`` are drawn faded, so the legend never changes shape."""
+    fams = list(FAMILIES) + ([OTHER] if OTHER in used else [])
+    handles = [Patch(facecolor=f.colour, alpha=1.0 if f in used else 0.18, label=f.label) for f in fams]
+    kw.setdefault("loc", "upper left")
+    kw.setdefault("bbox_to_anchor", (1.01, 1.0))
+    leg = ax.legend(handles=handles, title=title, fontsize="x-small", title_fontsize="small", frameon=False,
+                    handlelength=1.2, borderaxespad=0.0, labelspacing=0.3, **kw)
+    for text, f in zip(leg.get_texts(), fams):
+        if f not in used:
+            text.set_alpha(0.4)
+    return leg
+
+
+# --- roles -----------------------------------------------------------------------------------------
+
+#: What a bar or line stands for, the same in every chart.
+ROLE = {
+    "achieved": "#4c72b0",      # a measured rate or ratio
+    "peak": "#c0c0c0",          # the hardware's peak
+    "mac": "#dd8452",           # Cube MAC utilisation
+    "baseline": "#222222",      # the pinned baseline (markers and lines)
+    "current": "#4c72b0",
+    "capacity": "#d62728",
+    "reserved": "#555555",
+}
+#: Colours of the roofs of a roofline (Cube fp16, Cube fp32, Vector fp16) and of its points.
+ROOF_COLOURS = ("#d62728", "#9467bd", "#2ca02c")
+POINT_COLOURS = ("#1f77b4", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+#: Colours of profiles side by side (compare): the first is the reference.
+SERIES_COLOURS = ("#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+def as_profile(obj: Any) -> Profile:
+    """A Profile from a Profile or anything with a ``.profile`` (a LaunchResult)."""
+    prof = getattr(obj, "profile", obj)
+    if not isinstance(prof, Profile):
+        raise UsageError(f"expected a Profile or a LaunchResult, got {type(obj).__name__}")
+    return prof
+
+
+def pipe_label(msprof_name: str) -> str:
+    """Display label of a pipe given its msprof name (``"mte2"`` -> ``"MTE2"``)."""
+    p = _BY_MSPROF.get(msprof_name)
+    return PIPE_LABELS[p] if p is not None else msprof_name
+
+
+def figure(width: float, height: float) -> Figure:
+    """A Figure unknown to pyplot (no registration, nothing to close, no leak) at :data:`DPI`."""
+    return Figure(figsize=(width, height), dpi=DPI)
+
+
+def names(profiles: Sequence[Profile], labels: Sequence[str] | None) -> list[str]:
+    """Labels of profiles: given, or the kernel names (numbered when one kernel appears twice)."""
+    if labels is None:
+        labels = [p.kernel for p in profiles]
+        if len(set(labels)) < len(labels):
+            labels = [f"{name} #{i + 1}" for i, name in enumerate(labels)]
+    elif len(labels) != len(profiles):
+        raise UsageError(f"got {len(labels)} label(s) for {len(profiles)} profile(s)")
+    return [str(x) for x in labels]
+
+
+def legend_above(ax, ncols: int = 2, **kw) -> Any:
+    """The axes' legend in one band above the plotting area, where it cannot cover data."""
+    kw.setdefault("fontsize", "small")
+    return ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=ncols, frameon=False,
+                     borderaxespad=0.2, **kw)
+
+
+def legend_right(ax, **kw) -> Any:
+    """The axes' legend beside the plotting area, on the right."""
+    kw.setdefault("fontsize", "small")
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, borderaxespad=0.0, **kw)
+
+
+def register_notebook_display() -> None:
+    """Let a bare Figure show inline in IPython even if pyplot (which installs that hook) was never
+    imported; an existing hook (the inline backend's) is left alone."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    png = shell.display_formatter.formatters["image/png"]
+    try:
+        png.lookup_by_type(Figure)
+    except KeyError:
+        from IPython.core.pylabtools import print_figure
+
+        png.for_type(Figure, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
