@@ -143,6 +143,31 @@ def names(profiles: Sequence[Profile], labels: Sequence[str] | None) -> list[str
     return [str(x) for x in labels]
 
 
+def category_labels(ax, axis: str, positions: Sequence[float], labels: Sequence[str], pad: float = 4.0,
+                    **text_kw) -> list:
+    """Label the categories along ``axis`` ("x" or "y") of ``ax`` (pipes, data paths, lanes) with plain
+    texts instead of tick labels, and clear that axis's ticks. Why: a tick builds five artists with all
+    their properties on every redraw (about 3 ms each on a 2-core machine, a third of a timeline's
+    budget); a text is one cached raster. The texts carry ``gid="category|x"`` (or ``"|y"``), in order;
+    :func:`category_texts` reads them back."""
+    if axis == "x":
+        ax.set_xticks([])
+        kw = dict(xycoords=("data", "axes fraction"), xytext=(0, -pad), ha="center", va="top")
+        points = [(p, 0.0) for p in positions]
+    else:
+        ax.set_yticks([])
+        kw = dict(xycoords=("axes fraction", "data"), xytext=(-pad, 0), ha="right", va="center")
+        points = [(0.0, p) for p in positions]
+    kw.update(text_kw)
+    return [ax.annotate(label, xy, textcoords="offset points", annotation_clip=False, gid=f"category|{axis}", **kw)
+            for xy, label in zip(points, labels)]
+
+
+def category_texts(ax, axis: str) -> list[str]:
+    """The category labels :func:`category_labels` wrote along ``axis`` of ``ax``, in order."""
+    return [t.get_text() for t in ax.texts if t.get_gid() == f"category|{axis}"]
+
+
 def legend_above(ax, ncols: int = 2, **kw) -> Any:
     """The axes' legend in one band above the plotting area, where it cannot cover data."""
     kw.setdefault("fontsize", "small")

@@ -16,6 +16,7 @@ import npusim as ns
 from npusim.pipes import PIPE_ORDER, Pipe
 from npusim.views import charts
 from npusim.views.binning import busy_per_bin
+from npusim.views.style import category_texts
 
 pytestmark = pytest.mark.views
 
@@ -105,7 +106,7 @@ def test_utilization_bars_are_pipe_ratio(which, request):
     fig = charts.utilization(prof)
     bars = patches(fig, "pipe_ratio")
     assert [b.get_height() for b in bars] == [prof.pipe_ratio[p.msprof_name] for p in PIPE_ORDER]
-    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    labels = category_texts(fig.axes[0], "x")
     assert labels == [charts.PIPE_LABELS[p] for p in PIPE_ORDER] + ["Cube MAC"]
     assert [b.get_height() for b in patches(fig, "mac_utilization")] == [prof.mac_utilization]
     # the critical pipe is outlined
@@ -123,12 +124,12 @@ def test_bandwidth_bars_are_profile_bandwidth(which, request):
     assert [b.get_height() for b in patches(fig, "achieved_gbps")] == [prof.bandwidth[p]["achieved_gbps"]
                                                                         for p in paths]
     assert [b.get_height() for b in patches(fig, "peak_gbps")] == [prof.bandwidth[p]["peak_gbps"] for p in paths]
-    ticks = [t.get_text().split("\n")[0] for t in fig.axes[0].get_xticklabels()]
+    ticks = [t.split("\n")[0] for t in category_texts(fig.axes[0], "x")]
     assert ticks == paths
 
 
 def test_matmul_bandwidth_has_the_cube_paths(mm):
-    ticks = [t.get_text().split("\n")[0] for t in charts.bandwidth(mm).axes[0].get_xticklabels()]
+    ticks = [t.split("\n")[0] for t in category_texts(charts.bandwidth(mm).axes[0], "x")]
     assert ticks == ["GM->L1", "L1->L0A", "L1->L0B", "L0C->GM"]
 
 
@@ -137,8 +138,8 @@ def test_matmul_bandwidth_has_the_cube_paths(mm):
 def test_timeline_bars_are_the_instructions(mm):
     fig = charts.timeline(mm)
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()][::-1][0].startswith("MTE2")
-    lane_order = [t.get_text().rstrip(" *") for t in ax.get_yticklabels()][::-1]
+    assert category_texts(ax, "y")[::-1][0].startswith("MTE2")
+    lane_order = [t.rstrip(" *") for t in category_texts(ax, "y")][::-1]
     assert lane_order == [charts.PIPE_LABELS[p] for p in PIPE_ORDER]
     for pipe in (Pipe.MTE2, Pipe.M, Pipe.FIX):
         label = charts.PIPE_LABELS[pipe]
@@ -197,12 +198,12 @@ def test_timeline_dense_lanes_are_binned_and_fast(big):
         # polygon area / lane height (0.8) = busy cycles: the bins lose no time
         area = sum(polygon_area(path) for b in bins for path in b.get_paths())
         assert area / 0.8 == pytest.approx(lane_busy(big, pipe), rel=1e-6)
-    assert any(t.get_text().endswith("*") for t in fig.axes[0].get_yticklabels())
+    assert any(t.endswith("*") for t in category_texts(fig.axes[0], "y"))
 
 
 def test_timeline_all_blocks_has_lanes_per_core(vadd_multi):
     fig = charts.timeline(vadd_multi, block=None)
-    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    labels = category_texts(fig.axes[0], "y")
     for c in range(vadd_multi.active_cores):
         assert any(lbl.startswith(f"core {c} MTE2") for lbl in labels)
     bars = artists(fig, "bars|core 3 MTE2|")

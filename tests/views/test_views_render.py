@@ -30,6 +30,7 @@ def test_cached_text_rendering_matches_matplotlib(chart, mm):
 
 
 def test_strings_are_rasterised_once(vadd, vadd_fast):
+    render._rasters.clear()
     render.png_bytes(charts.timeline(vadd))
     before = dict(render.stats)
     render.png_bytes(charts.timeline(vadd_fast))  # same labels, ticks and legend; other numbers

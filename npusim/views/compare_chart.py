@@ -10,7 +10,7 @@ from matplotlib.ticker import PercentFormatter
 
 from ..errors import UsageError
 from ..pipes import PIPE_ORDER
-from .style import PIPE_LABELS, SERIES_COLOURS, as_profile, figure, legend_above, names
+from .style import PIPE_LABELS, SERIES_COLOURS, as_profile, category_labels, figure, legend_above, names
 
 
 def compare(profiles: Sequence[Any], labels: Sequence[str] | None = None) -> Figure:
@@ -28,11 +28,10 @@ def compare(profiles: Sequence[Any], labels: Sequence[str] | None = None) -> Fig
     bars = ax.bar(range(len(profs)), times, color=colours, gid="time_us")
     speed = [times[0] / t if t else float("inf") for t in times]
     ax.bar_label(bars, labels=[f"{s:.2f}x" for s in speed], fontsize="small", fontweight="bold")
-    ax.set_xticks(range(len(profs)))
-    ax.set_xticklabels(labels_, fontsize="small", rotation=15 if len(profs) > 3 else 0)
+    category_labels(ax, "x", range(len(profs)), labels_, fontsize="small", rotation=15 if len(profs) > 3 else 0)
     ax.set_ylim(0, max(times) * 1.2 or 1)
     ax.set_ylabel("kernel time (us)")
-    ax.set_xlabel(f"speed-up vs {labels_[0]} on bars")
+    ax.set_xlabel(f"speed-up vs {labels_[0]} on bars", labelpad=14 if len(profs) <= 3 else 24)
     ax.set_title("time", loc="left", fontsize="medium")
     keys = [p.msprof_name for p in PIPE_ORDER]
     x = np.arange(len(keys))
@@ -40,12 +39,11 @@ def compare(profiles: Sequence[Any], labels: Sequence[str] | None = None) -> Fig
     for i, (prof, name) in enumerate(zip(profs, labels_)):
         ax2.bar(x - 0.4 + w * (i + 0.5), [prof.pipe_ratio.get(k, 0.0) for k in keys], w, color=colours[i],
                 label=name, gid=f"pipe_ratio|{i}")
-    ax2.set_xticks(x)
-    ax2.set_xticklabels([PIPE_LABELS[p] for p in PIPE_ORDER], fontsize="small")
+    category_labels(ax2, "x", x, [PIPE_LABELS[p] for p in PIPE_ORDER], fontsize="small")
     ax2.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax2.set_ylim(0, 1.1)
     ax2.set_ylabel("busy ratio (% of kernel time)")
-    ax2.set_xlabel("pipe")
+    ax2.set_xlabel("pipe", labelpad=14)
     ax2.set_title("pipe busy ratio", loc="left", fontsize="medium", pad=18)
     legend_above(ax2, ncols=min(len(profs), 4))
     fig.suptitle(f"{labels_[-1]} vs {labels_[0]}: {speed[-1]:.2f}x", x=0.07, ha="left", fontsize="large")

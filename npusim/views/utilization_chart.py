@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MultipleLocator, PercentFormatter
 
 from ..pipes import PIPE_ORDER
-from .style import PIPE_LABELS, ROLE, as_profile, figure, legend_above, pipe_label
+from .style import PIPE_LABELS, ROLE, as_profile, category_labels, figure, legend_above, pipe_label
 
 
 def utilization(profile: Any, baseline: Any = None) -> Figure:
@@ -38,14 +38,14 @@ def utilization(profile: Any, baseline: Any = None) -> Figure:
     ax.axvline(len(keys) - 0.25, color="#999999", lw=0.8, ls=":")
     ax.bar_label(bars, labels=[f"{h:.0%}" for h in heights], fontsize="x-small")
     ax.bar_label(mac, labels=[f"{prof.mac_utilization:.0%}"], fontsize="x-small")
-    ax.set_xticks([*range(len(keys)), mac_x])
-    ax.set_xticklabels([PIPE_LABELS[p] for p in PIPE_ORDER] + ["Cube MAC"], fontsize="small")
+    category_labels(ax, "x", [*range(len(keys)), mac_x], [PIPE_LABELS[p] for p in PIPE_ORDER] + ["Cube MAC"],
+                    fontsize="small")
     ax.set_xlim(-0.6, mac_x + 0.6)
     ax.set_ylim(0, top * 1.12)
     ax.yaxis.set_major_locator(MultipleLocator(0.25))
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_ylabel("busy / utilization (%)")
-    ax.set_xlabel("pipe (outlined: critical pipe)")
+    ax.set_xlabel("pipe (outlined: critical pipe)", labelpad=14)
     ax.set_title(f"{prof.kernel}: pipe utilization | critical pipe: {pipe_label(crit)}", loc="left",
                  fontsize="medium", pad=22)
     legend_above(ax, ncols=3)

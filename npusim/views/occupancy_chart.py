@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 from ..errors import UsageError
 from .style import ROLE, as_profile, figure
-from .timeline import block_window
+from .timeline_chart import block_window
 
 MEMORIES = ("UB", "L1", "L0A", "L0B", "L0C")
 SCALES = ("reserved", "capacity")

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ..profile import PATHS
-from .style import ROLE, as_profile, figure, legend_above
+from .style import ROLE, as_profile, category_labels, figure, legend_above
 
 
 class Series(NamedTuple):
@@ -63,13 +63,12 @@ def bandwidth(profile: Any, baseline: Any = None) -> Figure:
         tops += vals
         ax.plot(x - 0.4 + w / 2, vals, "_", color=ROLE["baseline"], markersize=18, markeredgewidth=2,
                 label="baseline achieved", gid="baseline")
-    ax.set_xticks(x)
-    ax.set_xticklabels([f"{p}\n({PATHS[p].name})" if p in PATHS else p for p in paths], fontsize="small")
+    category_labels(ax, "x", x, [f"{p}\n({PATHS[p].name})" if p in PATHS else p for p in paths], fontsize="small")
     ax.set_xlim(-0.6, max(len(paths), 1) - 0.4)
     ax.set_ylim(0, max(tops) * 1.15)
     ax.yaxis.set_major_locator(MaxNLocator(5))
     ax.set_ylabel("bandwidth (GB/s)")
-    ax.set_xlabel("data path (pipe); label: achieved / peak")
+    ax.set_xlabel("data path (pipe); label: achieved / peak", labelpad=26)
     ax.set_title(f"{prof.kernel}: bandwidth per path, {prof.active_cores} core(s)", loc="left",
                  fontsize="medium", pad=20)
     if not paths:

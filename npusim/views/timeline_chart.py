@@ -12,7 +12,7 @@ from ..errors import UsageError
 from ..pipes import PIPE_ORDER
 from ..profile import Profile
 from .binning import busy_per_bin
-from .style import PIPE_LABELS, ROLE, as_profile, family, family_legend, figure, pipe_label
+from .style import PIPE_LABELS, ROLE, as_profile, category_labels, family, family_legend, figure, pipe_label
 
 #: A timeline lane with more bars than this is drawn as busy-fraction bins.
 DENSE_BARS = 2000
@@ -109,8 +109,8 @@ def timeline(profile: Any, block: int | None = 0, baseline: Any = None) -> Figur
                             color=fam.colour, linewidth=0, gid=f"bins|{label}|{op}")
             base_frac = top
 
-    ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels([label + (" *" if k in dense_lanes else "") for k, label in lanes][::-1])
+    lane_labels = [label + (" *" if k in dense_lanes else "") for k, label in lanes][::-1]
+    category_labels(ax, "y", range(len(lanes)), lane_labels)
     ax.set_ylim(-0.6, len(lanes) - 0.4)
     ax.set_xlim(t0, t0 + max(shown, 1.0))  # an empty launch has zero length
     ax.xaxis.set_major_locator(MaxNLocator(6))  # every tick costs drawing time on each redraw
@@ -119,7 +119,6 @@ def timeline(profile: Any, block: int | None = 0, baseline: Any = None) -> Figur
     if dense_lanes:
         xlabel += f"\n* lane drawn as busy fraction per {span / N_BINS:,.0f}-cycle bin"
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("pipe")
     ax.grid(axis="x", alpha=0.3)
     if base_span is not None:
         ax.axvline(t0 + base_span, color=ROLE["baseline"], ls="--", lw=1.2, gid="baseline_end")
