@@ -81,7 +81,7 @@ def time_explorer(ex, passes: int = 1, budget_s: float = BUDGET_S, log=None) -> 
         done += 1
     return {"redraw_ms": _ms(cold), "p90_ms": _p90(cold), "max_ms": round(max(cold) * 1e3, 1) if cold else None,
             **{f"{k}_ms": _ms(v) for k, v in parts.items()}, "cached_ms": _ms(cached), "changes": len(cold),
-            "errors": len(errors), "passes": done, "controls": list(ex.controls)}
+            "revisits": len(cached), "errors": len(errors), "passes": done, "controls": list(ex.controls)}
 
 
 def redraw_case(path: Path, repeat: int) -> dict:
