@@ -2,12 +2,13 @@
 
 :func:`layout_problems` measures a drawn figure (matplotlib's artist extents in pixels) and says, in words,
 what is wrong: a text that leaves the figure (the explorer shows figures uncropped, so it would be cut), a
-legend over a bar, line, marker or label, two texts on top of each other. The chart tests run it on every
-chart type; a notebook's own chart can run it too.
+legend over a bar, line, marker or label, a data label crossing the edge of its axes, two texts on top of
+each other. The chart tests run it on every chart type; a notebook's own chart can run it too.
 
 :func:`tidy` repairs a notebook's own chart the usual ways: a legend over data moves to a free corner of
-its axes, or beside the axes when no corner is free; an annotation that leaves its axes flips to the other
-side of its point; then the axes shrink together until every text is inside the figure.
+its axes, or beside the axes when no corner is free; when a data label leaves its axes, the limits widen a
+little and the label moves to a mirror position inside, clear of the other labels; then the axes shrink
+together until every text is inside the figure.
 """
 
 from __future__ import annotations
@@ -169,6 +170,25 @@ def texts_outside(fig: Figure, renderer=None) -> list[str]:
     return found
 
 
+def labels_outside_axes(fig: Figure, renderer=None) -> list[str]:
+    """Texts placed at a data point (annotations, bar labels, ``ax.text`` in data coordinates) that cross
+    the edge of their axes: a label belongs to the plotting area its point is in."""
+    renderer = renderer or _renderer(fig)
+    drawn = {id(t) for t in texts(fig, renderer)}
+    found = []
+    for ax in fig.axes:
+        frame = ax.get_window_extent(renderer)
+        for t in ax.texts:
+            at_data = t.xycoords == "data" if isinstance(t, Annotation) else t.get_transform() == ax.transData
+            if not at_data or id(t) not in drawn:
+                continue
+            box = t.get_window_extent(renderer)
+            if (box.x0 < frame.x0 - TOLERANCE or box.x1 > frame.x1 + TOLERANCE or box.y0 < frame.y0 - TOLERANCE
+                    or box.y1 > frame.y1 + TOLERANCE):
+                found.append(f"label {_describe(t)} crosses the edge of its axes")
+    return found
+
+
 def overlapping_texts(fig: Figure, renderer=None) -> list[str]:
     """Pairs of texts drawn on top of each other."""
     renderer = renderer or _renderer(fig)
@@ -182,9 +202,11 @@ def overlapping_texts(fig: Figure, renderer=None) -> list[str]:
 
 
 def layout_problems(fig: Figure) -> list[str]:
-    """Everything :func:`texts_outside`, :func:`legend_overlaps` and :func:`overlapping_texts` find."""
+    """Everything :func:`texts_outside`, :func:`legend_overlaps`, :func:`labels_outside_axes` and
+    :func:`overlapping_texts` find."""
     renderer = _renderer(fig)
-    return texts_outside(fig, renderer) + legend_overlaps(fig, renderer) + overlapping_texts(fig, renderer)
+    return (texts_outside(fig, renderer) + legend_overlaps(fig, renderer) + labels_outside_axes(fig, renderer)
+            + overlapping_texts(fig, renderer))
 
 
 # --- repairs ---------------------------------------------------------------------------------------
@@ -209,23 +231,59 @@ def legend_overlaps_axes(ax: Axes, leg: Legend, renderer) -> bool:
     return _covers(ax, leg.get_window_extent(renderer), renderer, leg) is not None
 
 
+def _inside(box: Bbox, frame: Bbox) -> bool:
+    return (box.x0 >= frame.x0 - TOLERANCE and box.x1 <= frame.x1 + TOLERANCE and box.y0 >= frame.y0 - TOLERANCE
+            and box.y1 <= frame.y1 + TOLERANCE)
+
+
 def _flip_annotations(ax: Axes, renderer) -> None:
+    """Move each offset annotation that leaves its axes to the first mirror position (left/right, then
+    above/below, then both) that is inside the axes and clear of the other labels."""
     frame = ax.get_window_extent(renderer)
-    for t in ax.texts:
-        if not isinstance(t, Annotation) or t.anncoords != "offset points" or not _shown(t):
+    labels = [t for t in ax.texts if _shown(t)]
+    for t in labels:
+        if not isinstance(t, Annotation) or t.anncoords != "offset points":
             continue
-        box = t.get_window_extent(renderer)
-        dx, dy = t.xyann
-        if box.x1 > frame.x1 or box.x0 < frame.x0:
-            t.xyann = (-dx, dy)
-            t.set_horizontalalignment("right" if box.x1 > frame.x1 else "left")
-        if box.y0 < frame.y0 or box.y1 > frame.y1:
-            t.xyann = (t.xyann[0], -dy)
-            t.set_verticalalignment("bottom" if box.y0 < frame.y0 else "top")
+        if _inside(t.get_window_extent(renderer), frame):
+            continue
+        (dx, dy), ha, va = t.xyann, t.get_horizontalalignment(), t.get_verticalalignment()
+        flip_h = {"left": "right", "right": "left"}.get(ha, ha)
+        flip_v = {"top": "bottom", "bottom": "top", "baseline": "top"}.get(va, va)
+        fallback = None
+        for xy, h, v in (((-dx, dy), flip_h, va), ((dx, -dy), ha, flip_v), ((-dx, -dy), flip_h, flip_v)):
+            t.xyann = xy
+            t.set_horizontalalignment(h)
+            t.set_verticalalignment(v)
+            box = t.get_window_extent(renderer)
+            if not _inside(box, frame):
+                continue
+            fallback = fallback or (xy, h, v)
+            if not any(_hits(box, o.get_window_extent(renderer)) for o in labels if o is not t):
+                break
+        else:
+            (xy, h, v) = fallback or ((dx, dy), ha, va)
+            t.xyann = xy
+            t.set_horizontalalignment(h)
+            t.set_verticalalignment(v)
+
+
+def _make_room(ax: Axes, renderer, share: float = 0.08) -> None:
+    """Widen the axes' limits by ``share`` on each side when a data label leaves them (linear axes)."""
+    frame = ax.get_window_extent(renderer)
+    if not any(isinstance(t, Annotation) and t.xycoords == "data" and _shown(t)
+               and not _inside(t.get_window_extent(renderer), frame) for t in ax.texts):
+        return
+    for get, set_, scale in ((ax.get_xlim, ax.set_xlim, ax.get_xscale()), (ax.get_ylim, ax.set_ylim, ax.get_yscale())):
+        if scale == "linear":
+            lo, hi = get()
+            set_(lo - share * (hi - lo), hi + share * (hi - lo))
 
 
 def tidy(fig: Figure) -> Figure:
     """Repair a chart's layout in place (see the module docstring); returns the figure."""
+    renderer = _renderer(fig)
+    for ax in fig.axes:
+        _make_room(ax, renderer)
     renderer = _renderer(fig)
     for ax in fig.axes:
         _flip_annotations(ax, renderer)
@@ -251,4 +309,5 @@ def _fit(fig: Figure, pad: float = 0.04, rounds: int = 4) -> None:
             ax.set_position((lo / w + p.x0 * sx, bo / h + p.y0 * sy, p.width * sx, p.height * sy))
 
 
-__all__ = ["layout_problems", "legend_overlaps", "overlapping_texts", "texts", "texts_outside", "tidy"]
+__all__ = ["labels_outside_axes", "layout_problems", "legend_overlaps", "overlapping_texts", "texts", "texts_outside",
+           "tidy"]

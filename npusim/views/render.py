@@ -31,11 +31,24 @@ PNG_COMPRESS_LEVEL = 1
 
 _rasters: OrderedDict = OrderedDict()
 _metrics: OrderedDict = OrderedDict()
+_heights: dict = {}
 stats = {"hits": 0, "misses": 0}
 
 
+_font_files: dict = {}
+
+
+def _font_files_of(prop) -> tuple:
+    # findfont rebuilds a tuple of rcParams on every call (about 0.2 ms); a FontProperties hashes its values
+    key = hash(prop)
+    files = _font_files.get(key)
+    if files is None:
+        files = _font_files[key] = tuple(_fontManager._find_fonts_by_props(prop))
+    return files
+
+
 def _font_key(prop, dpi: float) -> tuple:
-    return (tuple(_fontManager._find_fonts_by_props(prop)), prop.get_size_in_points(), dpi)
+    return (_font_files_of(prop), prop.get_size_in_points(), dpi)
 
 
 def _remember(cache: OrderedDict, key, value):
@@ -56,7 +69,7 @@ class CachedTextRenderer(RendererAgg):
             stats["hits"] += 1
             return hit
         stats["misses"] += 1
-        font = get_font(_fontManager._find_fonts_by_props(prop))
+        font = get_font(list(_font_files_of(prop)))
         font.clear()
         font.set_size(prop.get_size_in_points(), self.dpi)
         font.set_text(s, 0.0, flags=get_hinting_flag())
@@ -86,6 +99,24 @@ class CachedTextRenderer(RendererAgg):
         hit = _metrics.get(key)
         if hit is None:
             hit = _remember(_metrics, key, super().get_text_width_height_descent(s, prop, ismath))
+        return hit
+
+
+    def _get_font_height_metrics(self, prop):
+        # Text._get_layout asks a renderer for these first (else it opens the font's tables for every text)
+        key = _font_key(prop, self.dpi)
+        hit = _heights.get(key)
+        if hit is None:
+            font = get_font(list(_font_files_of(prop)))
+            hit = (None, None, None)
+            for table_name, gap, ascent, descent in (("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"),
+                                                     ("hhea", "lineGap", "ascent", "descent")):
+                table = font.get_sfnt_table(table_name)
+                if table is not None:
+                    scale = prop.get_size_in_points() * self.dpi / 72 / font.get_sfnt_table("head")["unitsPerEm"]
+                    hit = (table[ascent] * scale, -table[descent] * scale, table[gap] * scale)
+                    break
+            _heights[key] = hit
         return hit
 
 

@@ -16,7 +16,7 @@ import npusim as ns
 from npusim.pipes import PIPE_ORDER, Pipe
 from npusim.views import charts
 from npusim.views.binning import busy_per_bin
-from npusim.views.style import category_texts
+from npusim.views.style import category_texts, legend_entries
 
 pytestmark = pytest.mark.views
 
@@ -80,7 +80,7 @@ def test_chart_is_labelled_renders_and_does_not_leak(name, mm, vadd):
         for label in (ax.get_xlabel(), ax.get_ylabel()):
             if label and not label.startswith(CATEGORICAL):
                 assert "(" in label, f"{name}: axis label {label!r} has no unit"
-    assert any(ax.get_legend() is not None for ax in fig.axes) or fig.legends
+    assert any(ax.get_legend() is not None or legend_entries(ax) for ax in fig.axes) or fig.legends
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     assert buf.getvalue()[:4] == b"\x89PNG"
@@ -152,11 +152,12 @@ def test_timeline_bars_are_the_instructions(mm):
         # busy cycles of a pipe are exactly its instruction durations
         assert sum(widths) == pytest.approx(mm.pipe_busy_cycles[pipe.msprof_name])
     # the legend lists every family in one fixed order; the families this launch used are not faded
-    legend = ax.get_legend()
-    assert [t.get_text() for t in legend.get_texts()] == [f.label for f in charts.FAMILIES]
+    entries = legend_entries(ax)
+    assert [label for label, _ in entries] == [f.label for f in charts.FAMILIES]
     used = {charts.family(i.op).label for i in mm.instructions}
-    opaque = {t.get_text() for t in legend.get_texts() if (t.get_alpha() or 1.0) == 1.0}
-    assert opaque == used
+    assert {label for label, opaque in entries if opaque} == used
+    swatches = [c for c in ax.collections if c.get_gid() == "family_swatches"]
+    assert len(swatches) == 1 and len(swatches[0].get_paths()) == len(charts.FAMILIES)
 
 
 def test_an_operation_has_one_colour_in_every_chart(mm, vadd, sm):

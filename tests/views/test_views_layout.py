@@ -9,7 +9,8 @@ from matplotlib.figure import Figure
 
 from npusim import views
 from npusim.views import charts
-from npusim.views.layout import layout_problems, legend_overlaps, overlapping_texts, texts_outside, tidy
+from npusim.views.layout import (labels_outside_axes, layout_problems, legend_overlaps, overlapping_texts,
+                                 texts_outside, tidy)
 
 pytestmark = pytest.mark.views
 
@@ -129,8 +130,17 @@ def test_checker_sees_overlapping_texts_and_tidy_flips_annotations():
     assert overlapping_texts(fig)
     ax.texts[1].remove()
     ax.annotate("a long label past the edge", (1.0, 1.0), textcoords="offset points", xytext=(4, -10))
-    assert texts_outside(fig) or layout_problems(fig)
+    assert labels_outside_axes(fig) == ["label 'a long label past the edge' crosses the edge of its axes"]
     tidy(fig)
     frame = ax.get_window_extent()
     box = ax.texts[-1].get_window_extent()
     assert box.x1 <= frame.x1 + 1 and layout_problems(fig) == []
+
+
+def test_fusion_chart_is_readable():
+    from npusim.conv.fusion import compare_fusion
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 16, 14, 14)).astype(np.float16)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float16)
+    assert layout_problems(compare_fusion(x, w, padding=1).chart()) == []
