@@ -89,7 +89,7 @@ def test_submissions_are_byte_identical_afterwards(graded):
 
 
 def test_gradebook_columns(graded):
-    assert graded["header"] == ["learner", "lab", "file", *CHECKS, "total", "max", "status", "reason", "seconds"]
+    assert graded["header"] == ["learner", "lab", "file", *CHECKS, "total", "max", "status", "reason", "flags", "seconds"]
     for row in graded["rows"]:
         assert float(row["seconds"]) < 60, row
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from fabricate import course_copy, lab, ran, solution, tamperer, write
+from fabricate import COPY, PEAK, course_copy, index, lab, ran, replace, solution, solve, tamperer, write
 from npusim.cli import main as cli
 
 pytestmark = [pytest.mark.grading, pytest.mark.slow]
@@ -165,7 +165,7 @@ def test_copies_and_hashes_catch_what_the_operating_system_would_let_through(set
 
 
 def test_a_local_dask_cluster_gives_the_same_gradebook(setting, local):
-    distributed = pytest.importorskip("distributed")
+    import distributed   # in the test extra: this must run, not skip
     os.environ["TMPDIR"] = str(setting["tmp"])      # the workers' sandboxes go there too
     try:
         with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
@@ -178,3 +178,29 @@ def test_a_local_dask_cluster_gives_the_same_gradebook(setting, local):
     assert ({k: {c: r[c] for c in keep} for k, r in result["rows"].items()}
             == {k: {c: r[c] for c in keep} for k, r in local["rows"].items()})
     assert result["run"]["backend"].startswith("dask")
+
+
+def test_a_detached_process_and_a_loop_ignoring_interrupts(setting):
+    """A daemon in a new session, a loop that ignores SIGINT (the kernel must be killed), and a check cell
+    moved above its exercise: status ``timeout`` naming the hanging cell, the moved check scored after its
+    exercise, nothing left running."""
+    nb = solve(lab("00_tour"), "00_tour", PEAK)
+    check = nb.cells.pop(index(nb, "check-peak-tflops"))
+    nb.cells.insert(index(nb, PEAK), check)                     # the check now sits above its exercise
+    replace(nb, COPY, "import signal, subprocess\n"
+                      "subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+                      "signal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")
+    path = write(nb, setting["base"] / "hang_00_tour.ipynb")
+    out = setting["base"] / "hang"
+    old_tmp, tempfile.tempdir = tempfile.tempdir, str(setting["tmp"])
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli(["grade", str(path), "--out-dir", str(out), "--root", str(setting["course"]), "--timeout", "4"])
+    finally:
+        tempfile.tempdir = old_tmp
+    row = next(csv.DictReader((out / "gradebook.csv").open(encoding="utf-8")))
+    assert row["status"] == "timeout", row
+    assert f"id {COPY}" in row["reason"] and "did not respond to the interrupt" in row["reason"], row["reason"]
+    assert (row["check-peak-tflops"], row["check-copy-cycles"]) == ("1", "0"), row
+    assert "moved check-peak-tflops" in row["flags"] and "sat above its exercise" in row["reason"]
+    assert _left_behind(setting["tmp"]) == [], "the detached sleep outlived the grading"

@@ -37,13 +37,13 @@ def _forgeries(nb, lab: Lab) -> list[str]:
     canonical = {c.get("source", "") for c in lab.cells}
     found = []
     for i, cell in enumerate(nb.cells):
-        cid = cell.get("id") or f"#{i}"
+        cid = cell.get("id")
         if cid in lab.check_ids or cell.get("cell_type") != "code":
             continue
-        posing = CHECK_TAG in cell.get("metadata", {}).get("tags", []) or cid.startswith("check-")
+        posing = bool(cid) and (CHECK_TAG in cell.get("metadata", {}).get("tags", []) or cid.startswith("check-"))
         source = cell.get("source", "")
         if posing or (source not in canonical and _FORGERY.search(source)):
-            found.append(cid)
+            found.append(cid or f"#{i}")
     return found
 
 
