@@ -161,6 +161,7 @@ def test_copies_and_hashes_catch_what_the_operating_system_would_let_through(set
     assert "added npusim/checks/lab01_zfake.py" in rows["oscar"]["reason"]
     assert "deleted solutions/01_vector_add.ipynb in the course folder" in rows["mallory"]["reason"]
     assert result["run"]["course_repairs"] and "restored" in result["stderr"]
+    assert (result["out"] / "course-changes" / "npusim" / "checks" / "lab01_zfake.py").is_file(), "kept, not lost"
     assert isinstance(result["run"]["seed"], int), "a fresh seed, recorded"
 
 

@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable
 
 from .labs import Lab, labs_from_solutions
 from .sandbox import choose_isolation
 from .scoring import Grade
 from .snapshot import Snapshot
 from .submission import Options, grade_submission
-
-if TYPE_CHECKING:
-    from .engine import GradingRun
 
 _LABS: dict[str, dict[str, Lab]] = {}   # on a worker: the labs of each snapshot seen, by its digest
 
@@ -34,10 +31,11 @@ def grade_task(name: str, data: bytes, snapshot: Snapshot, isolation: str, optio
     return grade_submission(Path(name), labs, snapshot, choose_isolation(isolation), options, data=data)
 
 
-def grade_on_cluster(run: "GradingRun", paths: list[Path], scheduler,
+def grade_on_cluster(run: Any, paths: list[Path], scheduler,
                      progress: Callable[[Grade], None] | None = None) -> list[Grade]:
-    """Grade ``paths`` on the cluster at ``scheduler`` (an address such as ``tcp://host:8786``, a cluster
-    object or a ``Client``); rows come back in the order of ``paths``."""
+    """Grade ``paths`` of ``run`` (an :class:`.engine.GradingRun`) on the cluster at ``scheduler`` (an
+    address such as ``tcp://host:8786``, a cluster object or a ``Client``); rows come back in the order of
+    ``paths``."""
     try:
         from distributed import Client, as_completed
     except ImportError:

@@ -77,7 +77,8 @@ def main(args: argparse.Namespace) -> int:
                       limits=Limits(memory=int(args.memory_limit * 2**30)), hide=hide, keep=args.keep)
     problems: list[str] = []
     try:
-        run = GradingRun(root, options, isolation=args.isolation, problems=problems)
+        run = GradingRun(root, options, isolation=args.isolation, problems=problems,
+                         save_changes=out_dir / "course-changes")
     except ValueError as e:
         print(f"npusim grade: {e}", file=sys.stderr)
         return 2
@@ -124,6 +125,6 @@ def main(args: argparse.Namespace) -> int:
           f"gradebook: {out}; summary and run record (seed): {out_dir}/; feedback: {len(files)} file(s) in "
           f"{feedback}/")
     if run.course_repairs:
-        print("warning: the course folder was changed during grading and has been restored: "
-              + "; ".join(run.course_repairs), file=sys.stderr)
+        print("warning: the course folder was changed during grading and has been restored (the versions "
+              f"found are in {out_dir / 'course-changes'}/): " + "; ".join(run.course_repairs), file=sys.stderr)
     return 0

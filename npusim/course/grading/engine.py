@@ -12,7 +12,8 @@ from typing import Callable, Iterable
 
 from .labs import Lab, labs_from_solutions
 from .nbval_run import LIVE, LIVE_LOCK
-from .sandbox import Isolation, choose_isolation, kill_tree
+from .processes import kill_tree
+from .sandbox import Isolation, choose_isolation
 from .scoring import Grade, mark_tampered
 from .snapshot import Snapshot
 from .submission import Options, grade_submission
@@ -23,7 +24,7 @@ class GradingRun:
     submissions are isolated here, and the options (seed included: a fresh secret one unless given)."""
 
     def __init__(self, root: Path, options: Options | None = None, *, isolation: str = "auto",
-                 problems: list[str] | None = None) -> None:
+                 problems: list[str] | None = None, save_changes: Path | None = None) -> None:
         self.snapshot = Snapshot.take(root)
         self.labs: dict[str, Lab] = labs_from_solutions(self.snapshot.solutions, problems)
         self.requested_isolation = isolation
@@ -33,6 +34,7 @@ class GradingRun:
             options = replace(options, seed=secrets.randbits(32))
         self.options = options
         self.course_repairs: list[str] = []
+        self.save_changes = save_changes        # where the versions of changed course files go before repair
         self._lock = threading.Lock()
         self._running: set[int] = set()
         self._done: dict[int, Grade] = {}
@@ -53,7 +55,7 @@ class GradingRun:
             self._done[index] = grade
             changes = self.snapshot.course_changes()
             if changes:
-                self.course_repairs += self.snapshot.restore_course()
+                self.course_repairs += self.snapshot.restore_course(self.save_changes)
                 self._pending.append((changes, {index, *self._running}))
             settled = [p for p in self._pending if not (p[1] & self._running)]
             self._pending = [p for p in self._pending if p[1] & self._running]

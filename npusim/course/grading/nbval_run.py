@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .plugin import ANSI, DEFAULT_OUTPUT_CAP
-from .sandbox import PYTHON, Sandbox, kill_tree
+from .processes import kill_tree
+from .sandbox import PYTHON, Sandbox
 
 
 @dataclass

@@ -26,7 +26,6 @@ import grp
 import pwd
 import secrets
 import shutil
-import signal
 import site
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .jail import blocking_ancestor
+from .processes import kill, processes_of_user, processes_with_token, uids_running
 from .snapshot import Snapshot, remove_tree
 
 UID_RANGE = range(61184, 65520)         # systemd's range for dynamic users: no account claims these
@@ -136,17 +136,6 @@ def choose_isolation(requested: str = "auto") -> Isolation:
 
 # --- user ids -------------------------------------------------------------------------------------------
 
-def _uids_running() -> set[int]:
-    found = set()
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            line = next(x for x in (entry / "status").read_text().splitlines() if x.startswith("Uid:"))
-            found.update(int(v) for v in line.split()[1:])
-        except (OSError, StopIteration, ValueError):
-            continue
-    return found
-
-
 def _has_account(uid: int) -> bool:
     for lookup in (pwd.getpwuid, grp.getgrgid):
         try:
@@ -167,7 +156,7 @@ class UidLease:
     def __init__(self) -> None:
         folder = Path(tempfile.gettempdir()) / "npusim-grade-uids"
         folder.mkdir(mode=0o700, exist_ok=True)
-        running = _uids_running()
+        running = uids_running()
         with UidLease._lock:
             for uid in UID_RANGE:
                 if uid in UidLease._held or uid in running or _has_account(uid):
@@ -187,81 +176,6 @@ class UidLease:
         with UidLease._lock:
             UidLease._held.discard(self.uid)
         os.close(self._fd)
-
-
-# --- processes ------------------------------------------------------------------------------------------
-
-def _children() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").glob("[0-9]*") if Path("/proc").is_dir() else []:
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
-    return children
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (read from /proc; empty where there is none)."""
-    children, found, todo = _children(), [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _kill(pids) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
-
-
-def kill_tree(proc: subprocess.Popen) -> None:
-    """Kill ``proc``, its process group and every descendant, then reap it."""
-    mine = os.getpgrp()
-    pids = descendants(proc.pid)
-    for pid in [proc.pid, *pids]:
-        try:
-            pgid = os.getpgid(pid)
-            if pgid != mine:
-                os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
-    _kill([proc.pid, *pids])
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def processes_of_user(uid: int) -> list[int]:
-    """Processes whose real, effective or saved user id is ``uid``."""
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            line = next(x for x in (entry / "status").read_text().splitlines() if x.startswith("Uid:"))
-            if uid in (int(v) for v in line.split()[1:4]):
-                found.append(int(entry.name))
-        except (OSError, StopIteration, ValueError):
-            continue
-    return found
-
-
-def processes_with_token(token: str) -> list[int]:
-    """Processes of this user whose environment holds ``NPUSIM_GRADE_TOKEN=token``."""
-    needle = f"NPUSIM_GRADE_TOKEN={token}".encode()
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            if needle in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 # --- one submission's sandbox ---------------------------------------------------------------------------
@@ -336,7 +250,7 @@ class Sandbox:
             pids = processes_of_user(self.uid) if self.uid is not None else processes_with_token(self.token)
             if not pids:
                 return
-            _kill(pids)
+            kill(pids)
 
     def attempts(self) -> list[str]:
         """What the audit hook saw the submission try against the course (``write npusim/...``)."""

@@ -131,9 +131,10 @@ class Snapshot:
         found += [f"added {name}" for name in sorted(now - set(expected))]
         return found
 
-    def restore_course(self) -> list[str]:
+    def restore_course(self, save_to: Path | None = None) -> list[str]:
         """Put the course folder back as in the snapshot (rewrite changed and deleted files, remove added
-        ones); returns what was done."""
+        ones), first copying each version found to ``save_to`` (an edit made during grading is not lost);
+        returns what was done."""
         done = []
         data = {**self.package, **{f"solutions/{k}": v for k, v in self.solutions.items()}}
         files = self._course_files()
@@ -142,6 +143,9 @@ class Snapshot:
             path = files.get(name) or (self.package_dir / name[len("npusim/"):] if name.startswith("npusim/")
                                        else self.root / name)
             try:
+                if save_to is not None and path.is_file():
+                    (save_to / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(path, save_to / name)
                 if verb == "added":
                     path.unlink()
                 else:
