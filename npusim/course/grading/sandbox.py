@@ -239,7 +239,9 @@ class Sandbox:
         if self.uid is not None:
             if self.isolation.pid_namespace:    # a private mount namespace to expose and hide folders in
                 jail += [f"--expose={p}" for p in [*python_paths(), str(self.base)]]
-                jail += [f"--hide={p}" for p in self.hide]
+                needed = [*python_paths(), str(self.base)]   # never hide what the submission must run
+                jail += [f"--hide={p}" for p in self.hide
+                         if not any(n == p or n.startswith(p + os.sep) for n in needed)]
             jail.append(f"--uid={self.uid}")
         prefix = _unshare_prefix(self.uid is not None or os.geteuid() == 0) if self.isolation.pid_namespace else []
         return [*prefix, *jail, "--", *argv]
