@@ -13,7 +13,7 @@ from collections import deque
 
 import numpy as np
 
-from . import costs
+from . import costs, initcheck
 from .config import HardwareConfig
 from .errors import CapacityError, SyncError, UsageError, report
 from .pipes import N_PIPES, ON_CHIP_MEMORIES, HardEvent, Pipe
@@ -61,13 +61,13 @@ class Memory:
         # 0xFF bytes read back as NaN in fp16/fp32/bf16: reading memory nobody wrote shows up at once
         self.buf = np.full(capacity, 0xFF, dtype=np.uint8)
         self.top = 0
-        self.allocations: list[tuple[int, int, str]] = []  # (addr, nbytes, label)
-        self.tracker = AccessTracker(name, capacity, self.describe) if core.check else None
+        self.allocations: list[tuple[int, int, str, object]] = []  # (addr, nbytes, label, TQue/TBuf)
+        self.tracker = AccessTracker(name, capacity, self, initcheck.ENABLED) if core.check else None
 
-    def allocate(self, nbytes: int, align: int, label: str) -> int:
+    def allocate(self, nbytes: int, align: int, label: str, owner=None) -> int:
         addr = -(-self.top // align) * align
         if addr + nbytes > self.capacity:
-            used = ", ".join(f"{lbl} {n} B" for _, n, lbl in self.allocations) or "nothing"
+            used = ", ".join(f"{lbl} {n} B" for _, n, lbl, _ in self.allocations) or "nothing"
             raise CapacityError(
                 f"{self.name} overflow in block {self.core.block_idx}: {label} needs {nbytes} B at "
                 f"{addr:#x}, but {self.name} has {self.capacity} B ({self.capacity // 1024} KB) and "
@@ -76,15 +76,23 @@ class Memory:
                      f"{self.capacity} B of {self.name}",
                 where=format_site(call_site()), memory=self.name, requested=nbytes,
                 capacity=self.capacity, used=self.top)
-        self.allocations.append((addr, nbytes, label))
+        self.allocations.append((addr, nbytes, label, owner))
         self.top = addr + nbytes
         return addr
 
     def describe(self, lo: int, hi: int) -> str:
-        for addr, n, lbl in self.allocations:
+        """`` (VECIN buffer 'q'[0])`` for the buffer holding byte ``lo``, for messages."""
+        for addr, n, lbl, _ in self.allocations:
             if addr <= lo < addr + n:
                 return f" ({lbl})"
         return ""
+
+    def owner_at(self, lo: int):
+        """The TQue or TBuf whose buffer holds byte ``lo`` (None outside every buffer)."""
+        for addr, n, _, owner in self.allocations:
+            if addr <= lo < addr + n:
+                return owner
+        return None
 
 
 class Core:

@@ -79,7 +79,7 @@ class TPipe:
         align = _align_for(core.cfg, mem.name)
         for i in range(num):
             label = f"'{target.name}'[{i}]" if num > 1 else f"'{target.name}'"
-            addr = mem.allocate(length, align, f"{target.position.name} buffer {label}")
+            addr = mem.allocate(length, align, f"{target.position.name} buffer {label}", target)
             target._add_slot(Slot(mem, addr, length, label, target))
         core.n_buffers += num
 

@@ -25,9 +25,9 @@ def touch(core, t, start: int, count: int, write: bool, pipe: int, vc, site, op:
 
 
 def touch_bytes(core, t, lo_byte: int, hi_byte: int, write: bool, pipe: int, vc, site, op: str,
-                pitch: int = 0, blen: int = 0, nblk: int = 1) -> None:
+                pitch: int = 0, blen: int = 0, nblk: int = 1, grain: int = 0) -> None:
     """Like :func:`touch` for a byte range relative to the start of ``t``; with ``pitch``, only the
-    ``nblk`` blocks of ``blen`` bytes every ``pitch`` bytes inside it."""
+    ``nblk`` blocks of ``blen`` bytes every ``pitch`` bytes inside it. ``grain``: see AccessTracker.access."""
     if isinstance(t, LocalTensor):
         tracker = t.slot.memory.tracker
         base = t.addr
@@ -38,7 +38,7 @@ def touch_bytes(core, t, lo_byte: int, hi_byte: int, write: bool, pipe: int, vc,
         key = None
     if tracker is not None:
         tracker.access(base + lo_byte, base + hi_byte, write, core.block_idx, pipe, vc, vc[pipe], site, op,
-                       core.mode, pitch, blen, nblk, key)
+                       core.mode, pitch, blen, nblk, key, grain)
 
 
 def local(t, op: str, what: str, memories: tuple[str, ...]) -> LocalTensor:

@@ -75,7 +75,9 @@ def mmad(dst, a, b, params: MmadParams | None = None, *, m: int | None = None, n
         vc = core.epoch(M)
         touch(core, a, 0, m1 * k1 * 16 * k0, False, M, vc, site, op)
         touch(core, b, 0, k1 * n1 * 16 * k0, False, M, vc, site, op)
-        touch(core, dst, 0, m1 * n1 * 256, True, M, vc, site, op)  # (only M writes L0C: no read check)
+        if accumulate:  # += reads L0C: the first K step must write it (initcheck)
+            touch(core, dst, 0, m1 * n1 * 256, False, M, vc, site, op)
+        touch(core, dst, 0, m1 * n1 * 256, True, M, vc, site, op)
     numerics.mmad(dst.view()[:m1 * n1 * 256].reshape(n1, m1, 16, 16),
                   a.view()[:m1 * k1 * 16 * k0].reshape(m1, k1, 16, k0),
                   b.view()[:k1 * n1 * 16 * k0].reshape(k1, n1, 16, k0), k, accumulate)

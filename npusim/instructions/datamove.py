@@ -412,8 +412,10 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams) -> N
     src_pitch = max(p.src_stride, 1) * F
     if core.check:
         vc = core.epoch(pipe)
+        # a fractal of L1 is defined once the copy into L1 wrote some of it: its other rows are padding the
+        # Cube computes on and the mmad's m, n, k leave out (initcheck at fractal grain)
         touch_bytes(core, src, p.start_index * F, src_end, False, pipe, vc, site, op,
-                    src_pitch if p.src_stride else 0, F, p.repeat_times if p.src_stride else 1)
+                    src_pitch if p.src_stride else 0, F, p.repeat_times if p.src_stride else 1, grain=F)
         touch_bytes(core, dst, 0, dst_end, True, pipe, vc, site, op, dst_pitch, F, p.repeat_times)
     e = F // isz
     sv = _view(src.slot.memory.buf, src.addr + p.start_index * F, (p.repeat_times, e), (p.src_stride * F, isz),
