@@ -29,8 +29,8 @@ def current() -> "Core":
     """The core whose kernel is running; raises outside a kernel launch."""
     core = _current
     if core is None:
-        raise UsageError("no kernel is running: call npusim instructions inside a kernel started with "
-                         "npusim.launch(kernel, block_dim, ...)")
+        raise UsageError("no kernel is running: npusim instructions run only inside a launched kernel",
+                         hint="call them in a kernel started with npusim.launch(kernel, block_dim, ...)")
     return core
 
 
@@ -101,7 +101,9 @@ class Core:
     def __init__(self, cfg: HardwareConfig, block_idx: int, block_num: int, active_cores: int,
                  sanitize: str, t0: float = 0.0):
         if sanitize not in ("error", "warn", "off"):
-            raise UsageError(f"sanitize must be 'error', 'warn' or 'off', not {sanitize!r}")
+            raise UsageError(f"sanitize must be 'error', 'warn' or 'off', not {sanitize!r}",
+                             hint="launch(..., sanitize='error') stops at the first finding, 'warn' reports and "
+                                  "carries on, 'off' skips the race and initialisation checks")
         self.cfg = cfg
         self.block_idx = block_idx
         self.block_num = block_num
@@ -136,7 +138,8 @@ class Core:
         m = self.memories.get(name)
         if m is None:
             if name not in ON_CHIP_MEMORIES:
-                raise UsageError(f"{name} is not an on-chip memory")
+                raise UsageError(f"{name} is not an on-chip memory",
+                                 hint=f"on-chip memories are {', '.join(ON_CHIP_MEMORIES)}")
             m = self.memories[name] = Memory(self, name, self.cfg.memory_bytes(name))
         return m
 
@@ -250,7 +253,8 @@ class Core:
 
     def _check_event(self, event, event_id, what, site) -> None:
         if not isinstance(event, HardEvent):
-            raise UsageError(f"{what} needs a HardEvent such as HardEvent.MTE2_V, not {event!r}")
+            raise UsageError(f"{what} needs a HardEvent, not {event!r}",
+                             hint=f"{what}(HardEvent.MTE2_V, 0): the event names the (source, destination) pipes")
         if not isinstance(event_id, int) or not (0 <= event_id < self.cfg.event_ids):
             report(SyncError(f"{what}({event.name}, {event_id}): event id out of range; "
                              f"'{self.cfg.name}' has event ids 0..{self.cfg.event_ids - 1} per HardEvent",
@@ -263,7 +267,9 @@ class Core:
         already complete in order, so this costs only the issue."""
         site = call_site()
         if pipe == Pipe.S:
-            raise UsageError("pipe_barrier(Pipe.S) is not valid; scalar code is already in order")
+            raise UsageError("pipe_barrier(Pipe.S) is not valid; scalar code is already in order",
+                             hint="order the scalar unit against a pipe with a flag (e.g. HardEvent.V_S), or "
+                                  "use pipe_barrier(Pipe.ALL)")
         self.scalar_issue()
         if pipe == Pipe.ALL:
             t = max(max(self.pipe_free), max(self.pipe_ready), self.scalar_t)

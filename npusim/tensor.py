@@ -23,10 +23,12 @@ class GmBuffer:
 
     def __init__(self, array: np.ndarray, name: str, addr: int, check: bool):
         if not isinstance(array, np.ndarray):
-            raise UsageError(f"GM argument {name!r} must be a numpy array, not {type(array).__name__}")
+            raise UsageError(f"{name}: a GM argument must be a numpy array, not {type(array).__name__}",
+                             hint=f"pass np.asarray({name}) (a torch tensor: {name}.numpy())")
         if not array.flags.c_contiguous:
-            raise UsageError(f"GM argument {name!r} must be C-contiguous: pass np.ascontiguousarray(...)")
-        self.dtype = dtypes.as_dtype(array.dtype)
+            raise UsageError(f"{name}: a GM argument must be C-contiguous (this one is a strided view)",
+                             hint=f"pass np.ascontiguousarray({name})")
+        self.dtype = dtypes.as_dtype(array.dtype, name)
         self.array = array
         self.flat = array.reshape(-1)
         self.raw = self.flat.view(np.uint8)
@@ -194,9 +196,10 @@ class LocalTensor:
 
     def reinterpret_cast(self, dtype) -> "LocalTensor":
         """The same bytes seen as another dtype (ReinterpretCast)."""
-        d = dtypes.as_dtype(dtype)
+        d = dtypes.as_dtype(dtype, "reinterpret_cast(dtype)")
         if self.nbytes % d.itemsize:
-            raise UsageError(f"{self.name}: {self.nbytes} B cannot be viewed as {d.name}")
+            raise UsageError(f"reinterpret_cast of {describe_tensor(self)}: {self.nbytes} B cannot be viewed as "
+                             f"{d.name}", hint=f"reinterpret a part of a multiple of {d.itemsize} B")
         t = LocalTensor(self.slot, self.addr, self.nbytes // d.itemsize, d, self.position)
         t.gen = self.gen
         return t
