@@ -2,7 +2,7 @@
 
 Each case prints one JSON object per line: ``kernel``, ``sim_s`` (median wall seconds per launch with
 numerics, timing and sanitizer on), ``numpy_s`` (median of the numpy floor), ``ratio = sim_s / numpy_s``,
-``instructions``, ``sim_cycles``, and the targets. Simulator and floor runs alternate, so that a noisy,
+``instructions``, ``sim_cycles``, and the targets; ``initcheck`` gives what initialisation tracking costs. Simulator and floor runs alternate, so that a noisy,
 shared machine slows both alike; compare the ratio, not the seconds.
 """
 
@@ -26,8 +26,13 @@ def case(name: str):
     return deco
 
 
+#: The simulation :func:`measure` timed last (the initcheck case times it again, with initcheck off).
+LAST_SIM: list[Callable[[], object]] = []
+
+
 def measure(sim: Callable[[], object], floor: Callable[[], object] | None, repeat: int) -> tuple[float, float, object]:
     """Median seconds of ``sim`` and ``floor`` over ``repeat`` alternating runs after one warm-up each."""
+    LAST_SIM[:] = [sim]
     result = sim()
     if floor:
         floor()
@@ -103,6 +108,36 @@ def bench_matmul(repeat: int) -> dict:
     assert np.allclose(res["c"], a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-3)
     return _line("matmul", sim_s, np_s, res.profile, shape=[m, n, k], base_block=[bs, bs, bs],
                  mac_utilization=round(res.profile.mac_utilization, 4), target_sim_s=0.020, target_ratio=5.0)
+
+
+#: The cases whose ``sim_s`` initcheck may slow by at most 10 %.
+INITCHECK_CASES = ("vector_add", "matmul", "conv2d_img2col")
+
+
+@case("initcheck")
+def bench_initcheck(repeat: int) -> dict:
+    """What initialisation tracking (:mod:`npusim.initcheck`) costs: the simulation of each case of
+    ``INITCHECK_CASES``, timed with initcheck on and off alternately, ``3 * repeat`` times each;
+    ``cost = with_s / without_s - 1`` (medians), to stay within ``budget``."""
+    from . import initcheck
+
+    kernels = {}
+    for name in (n for n in INITCHECK_CASES if n in CASES):
+        CASES[name](1)
+        sim = LAST_SIM[0]
+        on, off = [], []
+        try:
+            for _ in range(3 * max(1, repeat)):
+                for enabled, out in ((True, on), (False, off)):
+                    initcheck.ENABLED = enabled
+                    t0 = time.perf_counter()
+                    sim()
+                    out.append(time.perf_counter() - t0)
+        finally:
+            initcheck.ENABLED = True
+        w, wo = statistics.median(on), statistics.median(off)
+        kernels[name] = {"with_s": round(w, 5), "without_s": round(wo, 5), "cost": round(w / wo - 1, 4)}
+    return {"kernel": "initcheck", "kernels": kernels, "budget": 0.10}
 
 
 def run(repeat: int = 5, only: list[str] | None = None) -> int:

@@ -75,8 +75,8 @@ class InitMap:
         mem = self.memory
         p = Pipe(pipe)
         msg = (f"read of uninitialised memory in {mem.name}{mem.describe(first, end)}, bytes [{first:#x}, "
-               f"{end:#x}) of block {core}: {p.label} read ({op}) at {format_site(site)} reads "
-               f"{bad.size} of its {size} B that no instruction wrote in this launch (they hold 0xFF: NaN "
+               f"{end:#x}) of block {core}: {p.label} read ({op}) at {format_site(site)}, but no instruction "
+               f"wrote these bytes in this launch ({bad.size} of the {size} B it reads; they hold 0xFF: NaN "
                f"in float, -1 in int32)")
         report(UninitializedReadError(msg, hint=hint(mem.name, op, p), where=format_site(site), memory=mem.name,
                                       address=(first, end), unwritten=int(bad.size), op=op, pipe=p), mode)

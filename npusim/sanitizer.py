@@ -90,10 +90,14 @@ def guess_name(obj, frame=None) -> str | None:
 
 def describe_tensor(t) -> str:
     """A tensor as the learner knows it: their variable (when found), the buffer or GM argument, the
-    position and dtype, e.g. ``x_local (buffer 'in_x'[0] at VECIN, float16)``."""
+    position and dtype, e.g. ``x_local (buffer 'in_x'[0] at VECIN, float16)``, else
+    ``buffer 'in_x'[0] (at VECIN, float16)``."""
     var = guess_name(t)
     body = tensor_body(t)
-    return f"{var} ({body})" if var else body
+    if var:
+        return f"{var} ({body})"
+    what, _, rest = body.partition(" at " if " at " in body else ", ")
+    return f"{what} ({'at ' if ' at ' in body else ''}{rest})"
 
 
 def tensor_body(t) -> str:
@@ -113,8 +117,9 @@ def tensor_body(t) -> str:
 
 
 # record fields (a tuple is the cheapest record in CPython). A record covers blocks of ``blen`` bytes
-# every ``pitch`` bytes from ``lo`` (``nblk`` of them); a contiguous access has pitch 0.
-_LO, _HI, _W, _CORE, _PIPE, _EPOCH, _SITE, _OP, _PITCH, _BLEN, _NBLK = range(11)
+# every ``pitch`` bytes from ``lo`` (``nblk`` of them); a contiguous access has pitch 0. ``seq`` orders the
+# accesses of one tracker in program order.
+_LO, _HI, _W, _CORE, _PIPE, _EPOCH, _SITE, _OP, _PITCH, _BLEN, _NBLK, _SEQ = range(12)
 
 
 def _hits_blocks(a: int, p: int, bl: int, n: int, x: int, y: int) -> bool:
@@ -149,7 +154,7 @@ def _overlap(r, lo: int, hi: int, pitch: int, blen: int, n: int) -> bool:
 class AccessTracker:
     """Recent accesses to one memory (a core's UB/L1/L0x, or one GM buffer), bucketed by address."""
 
-    __slots__ = ("name", "shift", "reads", "writes", "memory", "init", "_reported")
+    __slots__ = ("name", "shift", "reads", "writes", "memory", "init", "seq")
 
     def __init__(self, name: str, nbytes: int, memory=None, init: bool = False):
         self.name = name
@@ -160,6 +165,7 @@ class AccessTracker:
         self.writes: dict[int, list] = {}  # bucket -> write records
         self.memory = memory  # the on-chip npusim.core.Memory (buffer names and owners), None for GM
         self.init = InitMap(memory) if init else None
+        self.seq = 0
 
     def access(self, lo: int, hi: int, write: bool, core: int, pipe: int, vc, epoch: int,
                site, op: str, mode: str, pitch: int = 0, blen: int = 0, nblk: int = 1,
@@ -182,7 +188,7 @@ class AccessTracker:
             keys = range(lo >> shift, ((hi - 1) >> shift) + 1)
         else:
             keys = (key,)
-        reported = self._reported = None
+        found = None  # id -> conflicting record
         reads, writes = self.reads, self.writes
         strided = pitch != 0
         # a read can only race with writes; a write with both. Reads are kept apart so that the many
@@ -197,10 +203,9 @@ class AccessTracker:
                     if (rec[_LO] < hi and lo < rec[_HI]
                             and (rec[_CORE] != core or (rec[_PIPE] != pipe and vc[rec[_PIPE]] < rec[_EPOCH]))
                             and (not (strided or rec[_PITCH]) or _overlap(rec, lo, hi, pitch, blen, nblk))):
-                        if reported is None or id(rec) not in reported:
-                            reported = reported or set()
-                            reported.add(id(rec))
-                            self._race(rec, lo, hi, write, core, pipe, site, op, mode)
+                        if found is None:
+                            found = {}
+                        found[id(rec)] = rec
                     # a write that covers an older access supersedes it (it is ordered after it, or reported)
                     if write and not strided and rec[_LO] >= lo and rec[_HI] <= hi:
                         if keep is None:
@@ -209,7 +214,12 @@ class AccessTracker:
                         keep.append(rec)
                 if keep is not None:
                     table[b] = keep
-        rec = (lo, hi, write, core, pipe, epoch, site, op, pitch, blen, nblk)
+        if found:
+            # the latest conflicting access first: what orders this one after it is the fix to suggest
+            for r in sorted(found.values(), key=lambda r: r[_SEQ], reverse=True):
+                self._race(r, lo, hi, write, core, pipe, site, op, mode)
+        self.seq = seq = self.seq + 1
+        rec = (lo, hi, write, core, pipe, epoch, site, op, pitch, blen, nblk, seq)
         if write:
             table = writes
         else:
@@ -273,19 +283,20 @@ def race_hint(kind: str, a, b, op_a: str, op_b: str, owner) -> str:
     sync = sync_for(a, b)
     if Pipe.S in (a, b):  # queues order the DMA and compute pipes, never the scalar unit's own accesses
         return f"the scalar unit's accesses need a flag: {sync}"
-    queue = getattr(owner, "producer", None) is not None
-    if queue:
-        pq, cq = Pipe(owner.producer), Pipe(owner.consumer)
-        # the (producer, consumer) a queue would need for these two accesses: WAR is the free -> alloc edge
-        need = (b, a) if kind == "WAR" else (a, b)
-        if need != (pq, cq):
-            return _wrong_position(owner, pq, cq, need, a, b, op_a, op_b, sync)
+    if getattr(owner, "producer", None) is None:  # GM or a TBuf: only flags order it
+        first = {"RAW": "the reader must wait for the writer", "WAR": "the writer must wait until the reader "
+                 "is done", "WAW": "order the two writes"}[kind]
+        return f"{first}: {sync}"
+    pq, cq = Pipe(owner.producer), Pipe(owner.consumer)
+    # the (producer, consumer) a queue would need for these two accesses: WAR is the free -> alloc edge
+    need = (b, a) if kind == "WAR" else (a, b)
+    if need != (pq, cq):
+        return _wrong_position(owner, pq, cq, need, a, b, op_a, op_b, sync)
     if kind == "RAW":
-        first = "enque after writing and deque before reading" if queue else "a queue between them"
-        return f"the reader must wait for the writer: {first} (or {sync})"
+        return f"the reader must wait for the writer: enque after writing and deque before reading (or {sync})"
     if kind == "WAR":
-        first = "free_tensor after reading and alloc_tensor before writing" if queue else "a queue between them"
-        return f"the writer must wait until the reader is done: {first} (or {sync})"
+        return (f"the writer must wait until the reader is done: free_tensor after reading and alloc_tensor "
+                f"before writing (or {sync})")
     return f"order the two writes: a queue between them, or {sync}"
 
 
