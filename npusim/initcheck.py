@@ -88,8 +88,9 @@ def hint(memory: str, op: str, pipe) -> str:
         return ("Mmad adds onto L0C only with cmatrix_init_val=False (accumulate=True); the first K step must "
                 "overwrite it: MmadParams(m, n, k, cmatrix_init_val=(k_offset == 0)), later steps accumulate")
     if memory == "L0C":
-        return ("no mmad wrote this part of L0C: run mmad into the tensor before draining it (a K loop that "
-                "runs zero times, K = 0, writes nothing), and drain only the m x n that the mmad computed")
+        return ("no mmad wrote this part of L0C: run mmad into the tensor before draining it, and drain only "
+                "the m x n it computed; a K loop that runs zero times (K = 0) writes nothing, and the product "
+                "is then zero: write zeros to GM instead (duplicate in UB, then data_copy out)")
     if memory in ("L0A", "L0B"):
         return (f"load_data (or load_data_3d) the fractals into {memory} before mmad reads them; mmad reads "
                 f"whole 16 x K0 fractals: ceil(m/16) x ceil(k/K0) of a, ceil(k/K0) x ceil(n/16) of b")

@@ -93,27 +93,29 @@ def describe_tensor(t) -> str:
     position and dtype, e.g. ``x_local (buffer 'in_x'[0] at VECIN, float16)``, else
     ``buffer 'in_x'[0] (at VECIN, float16)``."""
     var = guess_name(t)
-    body = tensor_body(t)
-    if var:
-        return f"{var} ({body})"
-    what, _, rest = body.partition(" at " if " at " in body else ", ")
-    return f"{what} ({'at ' if ' at ' in body else ''}{rest})"
+    what, where = _tensor_parts(t)
+    return f"{var} ({tensor_body(t)})" if var else f"{what} ({where})"
 
 
 def tensor_body(t) -> str:
     """``buffer 'in_x'[0] at VECIN, float16`` (a part of it: ``[first:last]`` after the label), or
     ``GM 'x', float32``."""
+    what, where = _tensor_parts(t)
+    return f"{what}{', ' if getattr(t, 'slot', None) is None else ' '}{where}"
+
+
+def _tensor_parts(t) -> tuple[str, str]:
     slot = getattr(t, "slot", None)
     if slot is None:  # a GlobalTensor
         what = f"GM '{t.name}'"
         if t.offset or t.size != t.buf.flat.size:
             what += f"[{t.offset}:{t.offset + t.size}]"
-        return f"{what}, {t.dtype.name}"
+        return what, t.dtype.name
     what = f"buffer {t.name}"
     first = (t.addr - slot.addr) // t.dtype.itemsize
     if first or t.nbytes != slot.nbytes:
         what += f"[{first}:{first + t.size}]"
-    return f"{what} at {t.position.name}, {t.dtype.name}"
+    return what, f"at {t.position.name}, {t.dtype.name}"
 
 
 # record fields (a tuple is the cheapest record in CPython). A record covers blocks of ``blen`` bytes

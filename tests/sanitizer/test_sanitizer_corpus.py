@@ -80,6 +80,9 @@ class KernelAdd:
         elif self.bug == "mixed_dtypes_twin":  # cast y to z's dtype first
             ns.cast(z_local, y_local, ns.RoundMode.CAST_RINT, self.tile)
             ns.add(z_local, x_local, z_local, self.tile)
+        elif self.bug == "cast_x":  # x arrived as float32, as in GM: cast it in UB
+            ns.cast(z_local, x_local, ns.RoundMode.CAST_RINT, self.tile)
+            ns.add(z_local, z_local, y_local, self.tile)
         elif self.bug == "z_never_computed":
             pass
         else:
@@ -276,12 +279,7 @@ def matmul_k(a, b, c, m, n, k, base_k, bug):
         pipe.init_buffer(q, 2, 16 * kk16 * 2)
     pipe.init_buffer(q_co1, 1, 16 * 16 * 4)
     if bug in ("zero_c_first", "zero_c_first_twin"):
-        zeros = ns.TBuf(P.VECOUT)
-        pipe.init_buffer(zeros, m * n * 4)
-        ns.duplicate(zeros.get(ns.float32), 0.0, m * n)
-        ns.set_flag(H.V_MTE3, 0)
-        ns.wait_flag(H.V_MTE3, 0)
-        ns.data_copy(c, zeros.get(ns.float32), m * n)  # c starts at zero...
+        zeros_to(pipe, c, m * n)  # c starts at zero...
         if bug == "zero_c_first_twin":
             ns.pipe_barrier(ns.Pipe.ALL)  # ...and that copy is done before fixpipe writes c
     c_l0 = q_co1.alloc_tensor(ns.float32)
@@ -312,8 +310,21 @@ def matmul_k(a, b, c, m, n, k, base_k, bug):
     if bug == "vector_reads_l0c":
         pipe.init_buffer(out := ns.TBuf(P.VECOUT), 16 * 16 * 4)
         ns.relu(out.get(ns.float32), c_l0, 256)  # BUG: vector_reads_l0c
-    ns.fixpipe(c, c_l0, ns.FixpipeParams(m, n, relu=bug == "relu_in_fixpipe"))  # BUG: k_zero
+    if k == 0 and bug == "zeros_when_k_is_0":  # no K step wrote L0C: the product is zero
+        zeros_to(pipe, c, m * n)
+    else:
+        ns.fixpipe(c, c_l0, ns.FixpipeParams(m, n, relu=bug == "relu_in_fixpipe"))  # BUG: k_zero
     q_co1.free_tensor(c_l0)
+
+
+def zeros_to(pipe, c, count):
+    """``count`` float32 zeros to GM through UB (duplicate on V, then MTE3)."""
+    zeros = ns.TBuf(P.VECOUT)
+    pipe.init_buffer(zeros, count * 4)
+    ns.duplicate(zeros.get(ns.float32), 0.0, count)
+    ns.set_flag(H.V_MTE3, 0)
+    ns.wait_flag(H.V_MTE3, 0)
+    ns.data_copy(c, zeros.get(ns.float32), count)
 
 
 @ns.kernel
@@ -474,13 +485,12 @@ def _check_add(res):
     np.testing.assert_array_equal(res["z"], (f16(n).astype(np.float32) + f16(n, 1.0)).astype(res["z"].dtype))
 
 
-def _mm(bug, twin, m=16, n=16, k=64, base_k=32, k_bug=None):
+def _mm(bug, twin, m=16, n=16, k=64, base_k=32):
     def run(is_bug, sanitize):
-        kk = k_bug if (is_bug and k_bug is not None) else k
         rng = np.random.default_rng(0)
-        a = rng.integers(-3, 4, (m, max(kk, 1))).astype(np.float16)[:, :kk].copy()
-        b = rng.integers(-3, 4, (max(kk, 1), n)).astype(np.float16)[:kk].copy()
-        res = ns.launch(matmul_k, 1, a, b, np.zeros((m, n), np.float32), m, n, kk, base_k,
+        a = rng.integers(-3, 4, (m, max(k, 1))).astype(np.float16)[:, :k].copy()
+        b = rng.integers(-3, 4, (max(k, 1), n)).astype(np.float16)[:k].copy()
+        res = ns.launch(matmul_k, 1, a, b, np.full((m, n), 7, np.float32), m, n, k, base_k,
                         bug if is_bug else twin, sanitize=sanitize)
         res.expected = np.maximum(a.astype(np.float32) @ b.astype(np.float32), 0 if twin == "relu_in_fixpipe"
                                   else -np.inf)
@@ -513,7 +523,7 @@ CASES = [
          facts={"op": "data_copy"}, check_twin=_check_add),
     Case("first_step_accumulates", _mm("first_step_accumulates", ""), ns.UninitializedReadError, ("L0C", "'q_co1'"),
          "cmatrix_init_val=", facts={"memory": "L0C", "op": "mmad"}, check_twin=_check_mm),
-    Case("k_zero", _mm("", "", k_bug=0), ns.UninitializedReadError, ("L0C", "'q_co1'"), "K = 0",
+    Case("k_zero", _mm("", "zeros_when_k_is_0", k=0), ns.UninitializedReadError, ("L0C", "'q_co1'"), "K = 0",
          facts={"memory": "L0C", "op": "fixpipe"}, check_twin=_check_mm),
     Case("l1_never_filled",
          lambda bug, s: ns.launch(load_unfilled_l1, 1, f16(256), "l1_never_filled" if bug else "", sanitize=s),
@@ -543,9 +553,9 @@ CASES = [
          ("z_local", "y_local", "'in_y'", "float16", "float32"), "cast(", check_twin=_check_add),
     Case("fp32_gm_into_fp16",
          lambda bug, s: ns.launch(add_kernel, 1, f16(1024).astype(np.float32), f16(1024, 1.0),
-                                  np.zeros(1024, np.float16), 256, "fp32_gm_into_fp16", sanitize=s) if bug else
-         _vec("", "")(False, s),
-         ns.UsageError, ("GM 'x' (float32)", "x_local", "'in_x'"), "as float32"),
+                                  np.zeros(1024, np.float16), 256, "fp32_gm_into_fp16" if bug else "cast_x",
+                                  sanitize=s),
+         ns.UsageError, ("GM 'x' (float32)", "x_local", "'in_x'"), "as float32", check_twin=_check_add),
     # --- hints that are right -------------------------------------------------------------------------
     Case("zero_c_first", _mm("zero_c_first", "zero_c_first_twin"), ns.RaceError, ("GM 'c'",), "pipe_barrier",
          not_in_hint=("MTE3_FIX",), facts={"kind": "WAW"}, check_twin=_check_mm, marker="k_zero"),
