@@ -15,7 +15,7 @@ import numpy as np
 
 from . import costs, initcheck
 from .config import HardwareConfig
-from .errors import CapacityError, SyncError, UsageError, report
+from .errors import CapacityError, SyncError, UsageError, install_kernel_site, report
 from .pipes import N_PIPES, ON_CHIP_MEMORIES, HardEvent, Pipe
 from .sanitizer import AccessTracker, call_site, format_site
 
@@ -23,6 +23,13 @@ _current: "Core | None" = None
 
 #: op name of the scalar unit's issue work on the timeline (its nbytes field counts the instructions issued)
 ISSUE = "ISSUE"
+
+
+def _kernel_site() -> str:
+    return format_site(call_site()) if _current is not None else ""
+
+
+install_kernel_site(_kernel_site)  # every NpuSimError raised while a kernel runs gets the kernel's line
 
 
 def current() -> "Core":
@@ -62,7 +69,8 @@ class Memory:
         self.buf = np.full(capacity, 0xFF, dtype=np.uint8)
         self.top = 0
         self.allocations: list[tuple[int, int, str, object]] = []  # (addr, nbytes, label, TQue/TBuf)
-        self.tracker = AccessTracker(name, capacity, self, initcheck.ENABLED) if core.check else None
+        self.tracker = (AccessTracker(name, capacity, self, initcheck.InitMap(self) if initcheck.ENABLED else None)
+                        if core.check else None)
 
     def allocate(self, nbytes: int, align: int, label: str, owner=None) -> int:
         addr = -(-self.top // align) * align

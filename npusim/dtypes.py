@@ -9,6 +9,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from .errors import DtypeError
+
 float16 = np.dtype(np.float16)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float32 = np.dtype(np.float32)
@@ -42,8 +44,6 @@ def as_dtype(dtype, what: str = "dtype") -> np.dtype:
     except TypeError:
         d = None
     if d is None or d.name not in _BY_NAME:
-        from .errors import DtypeError
-
         shown = d.name if d is not None else repr(dtype)
         names = ", ".join(SUPPORTED[:-1]) + " or " + SUPPORTED[-1]
         raise DtypeError(f"{what}: {shown} is not supported; use {names}",

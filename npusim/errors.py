@@ -10,12 +10,19 @@ from __future__ import annotations
 import warnings
 
 
-def _kernel_site() -> str:
-    """The running kernel's source line, or "" outside a launch (host-side errors name their argument)."""
-    from . import core
-    from .sanitizer import call_site, format_site
+def _no_site() -> str:
+    return ""
 
-    return format_site(call_site()) if core._current is not None else ""
+
+#: () -> the running kernel's source line, or "" outside a launch (host-side errors name their argument
+#: instead). :mod:`npusim.core`, which knows the kernel's frames, installs it: errors sit below the core.
+_kernel_site = _no_site
+
+
+def install_kernel_site(fn) -> None:
+    """Make ``fn`` the function that fills in ``where`` of errors raised while a kernel runs."""
+    global _kernel_site
+    _kernel_site = fn
 
 
 class NpuSimError(Exception):

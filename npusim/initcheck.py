@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import UninitializedReadError, report
+from .pipes import Pipe
+from .sanitizer import format_site
 
 #: Off only to measure what initcheck costs (``npusim bench --only initcheck``).
 ENABLED = True
@@ -61,9 +63,6 @@ class InitMap:
         self.done.add(key)
 
     def _report(self, ok, size, lo, hi, pitch, blen, nblk, core, pipe, site, op, mode) -> None:
-        from .pipes import Pipe
-        from .sanitizer import format_site
-
         if pitch:
             addr = (lo + np.arange(nblk)[:, None] * pitch + np.arange(blen)[None, :]).ravel()
         else:

@@ -14,7 +14,6 @@ import os
 import sys
 
 from .errors import RaceError, report
-from .initcheck import InitMap
 from .pipes import HardEvent, Pipe
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -158,7 +157,7 @@ class AccessTracker:
 
     __slots__ = ("name", "shift", "reads", "writes", "memory", "init", "seq")
 
-    def __init__(self, name: str, nbytes: int, memory=None, init: bool = False):
+    def __init__(self, name: str, nbytes: int, memory=None, init=None):
         self.name = name
         # 4-64 KB buckets (about 64 per memory): a typical access touches one or two buckets, and
         # pruning keeps few live records in each
@@ -166,7 +165,7 @@ class AccessTracker:
         self.reads: dict[int, list] = {}   # bucket -> read records
         self.writes: dict[int, list] = {}  # bucket -> write records
         self.memory = memory  # the on-chip npusim.core.Memory (buffer names and owners), None for GM
-        self.init = InitMap(memory) if init else None
+        self.init = init  # npusim.initcheck.InitMap of the memory, or None
         self.seq = 0
 
     def access(self, lo: int, hi: int, write: bool, core: int, pipe: int, vc, epoch: int,

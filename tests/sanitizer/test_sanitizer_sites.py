@@ -215,9 +215,9 @@ def test_what_initialised_means_for_reused_buffers_and_gm():
 def test_the_cost_of_initcheck_is_in_the_benchmark():
     from npusim import bench
 
-    bench._load_plugins()
-    assert "initcheck" in bench.CASES
-    line = bench.CASES["initcheck"](1)
+    cases = bench.load()
+    assert "initcheck" in cases
+    line = cases["initcheck"](1)
     assert set(line["kernels"]) >= {"vector_add", "matmul"}
     for fig in line["kernels"].values():
         assert fig["with_s"] > 0 and fig["without_s"] > 0 and fig["cost"] == pytest.approx(
