@@ -373,7 +373,8 @@ def load_unfilled_l1(a, bug):
 # ---------------------------------------------------------------------------------------------------------
 @ns.kernel
 def block_sums(x, y, per_block, bug):
-    """Each block sums its part of x: into y[0] (read-modify-write, a race) or into its own y slot."""
+    """Each block sums its part of x and adds it to 8 elements of y: the same 8 for every block (a race: a
+    reduction across blocks), 8 that overlap the next block's (a race: overlapping parts) or its own 8."""
     b = ns.get_block_idx()
     pipe = ns.TPipe()
     q_x = ns.TQue(P.VECIN)
@@ -388,7 +389,7 @@ def block_sums(x, y, per_block, bug):
     ns.duplicate(part.get(ns.float32), 0.0, 8)
     ns.reduce_sum(part.get(ns.float32), x_local, tmp.get(ns.float32), per_block)
     q_x.free_tensor(x_local)
-    out = y if bug == "cross_block_sum" else y[b * 8:]
+    out = {"cross_block_sum": y, "overlapping_parts": y[b * 4:]}.get(bug, y[b * 8:])
     ns.data_copy(acc.get(ns.float32), out, 8)  # BUG: cross_block_sum
     ns.set_flag(H.MTE2_V, 0)
     ns.wait_flag(H.MTE2_V, 0)
@@ -396,19 +397,6 @@ def block_sums(x, y, per_block, bug):
     ns.set_flag(H.V_MTE3, 0)
     ns.wait_flag(H.V_MTE3, 0)
     ns.data_copy(out, acc.get(ns.float32), 8)
-
-
-@ns.kernel
-def blocks_write(y, tile, step):
-    """Block b writes ``tile`` elements of y at ``b * step``: overlapping when step < tile."""
-    b = ns.get_block_idx()
-    pipe = ns.TPipe()
-    buf = ns.TBuf()
-    pipe.init_buffer(buf, tile * 2)
-    ns.duplicate(buf.get(ns.float16), float(b), tile)
-    ns.set_flag(H.V_MTE3, 0)
-    ns.wait_flag(H.V_MTE3, 0)
-    ns.data_copy(y[b * step:], buf.get(ns.float16), tile)  # BUG: overlapping_slices
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -576,10 +564,11 @@ CASES = [
                                   "cross_block_sum" if bug else "", sanitize=s),
          ns.RaceError, ("GM 'y'",), "partial result per block", not_in_hint=("own part",),
          check_twin=lambda r: np.testing.assert_array_equal(r["y"], np.tile([64.0, 0, 0, 0, 0, 0, 0, 0], 4))),
-    Case("overlapping_slices",
-         lambda bug, s: ns.launch(blocks_write, 4, np.zeros(1024, np.float16), 256, 240 if bug else 256,
-                                  sanitize=s),
-         ns.RaceError, ("GM 'y'",), "own part", not_in_hint=("reduction",)),
+    Case("overlapping_parts",
+         lambda bug, s: ns.launch(block_sums, 4, np.ones(4 * 64, np.float32), np.zeros(32, np.float32), 64,
+                                  "overlapping_parts" if bug else "", sanitize=s),
+         ns.RaceError, ("GM 'y'", "bytes [0x10, 0x20)"), "own part", not_in_hint=("reduction",),
+         marker="cross_block_sum"),
     Case("missing_war_wait",
          lambda bug, s: ns.launch(ping_pong, 1, f16(2048), np.zeros(2048, np.float16), 256,
                                   "missing_war_wait" if bug else "", sanitize=s),
