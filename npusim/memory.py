@@ -18,22 +18,13 @@ from . import dtypes
 from .core import current
 from .errors import CapacityError, QueueError, TensorStateError, UsageError, report
 from .pipes import Pipe, TPosition, queue_pipes
-from .sanitizer import call_site, format_site, guess_name
+from .sanitizer import call_site, format_site, guess_name, queue_text
 from .tensor import LocalTensor, Slot
 
 
 def _align_for(cfg, memory: str) -> int:
     return {"UB": cfg.ub_align_bytes, "L1": cfg.l1_align_bytes, "L0A": cfg.l0ab_align_bytes,
             "L0B": cfg.l0ab_align_bytes, "L0C": cfg.l0c_align_bytes}[memory]
-
-
-def _queue_text(q) -> str:
-    """``'q_out' (VECOUT)`` for messages: the name given (or the kernel's variable), and the position."""
-    name = q.name or guess_name(q)
-    pos = q.position.name
-    if getattr(q, "dst_position", None) is not None:
-        pos = f"TQueBind({pos}, {q.dst_position.name})"
-    return f"'{name}' ({pos})" if name else f"a {pos} queue"
 
 
 class TPipe:
@@ -55,17 +46,17 @@ class TPipe:
                              hint="create the queue first, e.g. q = TQue(TPosition.VECIN), then "
                                   "pipe.init_buffer(q, num, length)")
         if length is None:
-            raise UsageError(f"init_buffer({_queue_text(target)}, {num}) without a length",
+            raise UsageError(f"init_buffer({queue_text(target)}, {num}) without a length",
                              hint="init_buffer(que, num, length): give the length of each buffer in bytes")
         if not isinstance(num, int) or num < 1:
-            raise UsageError(f"init_buffer({_queue_text(target)}, ...): num must be a positive int, got {num!r}",
+            raise UsageError(f"init_buffer({queue_text(target)}, ...): num must be a positive int, got {num!r}",
                              hint="num is the buffer count: 1, or 2 for double buffering")
         if not isinstance(length, int) or length < 1:
-            raise UsageError(f"init_buffer({_queue_text(target)}, ...): length must be a positive int of bytes, "
+            raise UsageError(f"init_buffer({queue_text(target)}, ...): length must be a positive int of bytes, "
                              f"got {length!r}", hint="length is in bytes: elements * dtype itemsize, e.g. "
                                                      "tile * 2 for float16")
         if target.slots:
-            raise UsageError(f"init_buffer called twice for {_queue_text(target)}",
+            raise UsageError(f"init_buffer called twice for {queue_text(target)}",
                              hint="give each queue or TBuf its memory once; create another TQue for more buffers")
         core = self.core
         if core.n_buffers + num > core.cfg.max_buffers:
@@ -115,7 +106,7 @@ class TQue:
     def _need_init(self, what: str):
         if self.core is None:
             name = self.name or guess_name(self) or "queue"
-            raise UsageError(f"{what} on queue {_queue_text(self)}, which has no memory: init_buffer was never "
+            raise UsageError(f"{what} on queue {queue_text(self)}, which has no memory: init_buffer was never "
                              f"called for it", hint=f"call pipe.init_buffer({name}, num, length) before using it")
         return self.core
 
@@ -215,12 +206,12 @@ class TQue:
     def _own(self, tensor, op) -> Slot:
         slot = getattr(tensor, "slot", None)
         if slot is None or not isinstance(tensor, LocalTensor):
-            raise UsageError(f"{op} on {_queue_text(self)} needs a LocalTensor from this queue, not "
+            raise UsageError(f"{op} on {queue_text(self)} needs a LocalTensor from this queue, not "
                              f"{type(tensor).__name__}", hint=f"pass the tensor alloc_tensor() or deque() of "
                                                               f"'{self.name}' returned")
         if slot.owner is not self:
             raise UsageError(f"{op}: tensor {slot.label} belongs to '{slot.owner.name}', not to "
-                             f"{_queue_text(self)}", hint=f"call {slot.owner.name}.{op}(...) for it, or use the "
+                             f"{queue_text(self)}", hint=f"call {slot.owner.name}.{op}(...) for it, or use the "
                                                          f"tensor this queue handed out")
         if slot.gen != tensor.gen:
             raise TensorStateError(f"{op}({slot.label}) on a tensor that was already freed",

@@ -313,15 +313,22 @@ _QUEUE_FOR = {
 }
 
 
+def queue_text(q) -> str:
+    """``'q_out' (VECOUT)`` or ``'q' (TQueBind(VECIN, VECOUT))`` for messages: the queue's name (or the
+    kernel's variable) and its position."""
+    name = q.name or guess_name(q)
+    pos = q.position.name
+    if getattr(q, "dst_position", None) is not None:
+        pos = f"TQueBind({pos}, {q.dst_position.name})"
+    return f"'{name}' ({pos})" if name else f"a {pos} queue"
+
+
 def _wrong_position(owner, pq, cq, need, a, b, op_a, op_b, sync) -> str:
-    pos = owner.position.name
-    if getattr(owner, "dst_position", None) is not None:
-        pos = f"TQueBind({pos}, {owner.dst_position.name})"
     better = _QUEUE_FOR.get((need[0].name, need[1].name))
     fix = (f"data that {need[0].label} produces for {need[1].label} goes through {better}"
            if better else f"no single queue orders {need[0].label} -> {need[1].label}: use one queue per step "
                           f"(e.g. VECIN for the copy in, VECOUT for the result), or {sync}")
     if (pq, cq) == (Pipe.MTE2, Pipe.MTE3) and Pipe.V in (a, b):
         fix += "; to compute, copy in through a TQue(VECIN) and compute into a TQue(VECOUT) tensor"
-    return (f"the queue is at the wrong position: '{owner.name}' ({pos}) orders {pq.label} -> {cq.label} with "
+    return (f"the queue is at the wrong position: {queue_text(owner)} orders {pq.label} -> {cq.label} with "
             f"enque/deque, but this buffer is used by {a.label} ({op_a}) then {b.label} ({op_b}); {fix}")
