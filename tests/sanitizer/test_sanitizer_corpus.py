@@ -459,12 +459,11 @@ class Case:
     marker: str = ""          # the marker, when several cases share one reported line
 
 
-def _vec(bug, twin, dtype_y=np.float16, dtype_x=np.float16, dtype_z=np.float16):
+def _vec(bug, twin, dtype_y=np.float16):
     def run(is_bug, sanitize):
         n = 1024
-        x, y = f16(n).astype(dtype_x), f16(n, 1.0).astype(dtype_y)
-        return ns.launch(add_kernel, 1, x, y, np.zeros(n, dtype_z), 256, bug if is_bug else twin,
-                         sanitize=sanitize)
+        return ns.launch(add_kernel, 1, f16(n), f16(n, 1.0).astype(dtype_y), np.zeros(n, np.float16), 256,
+                         bug if is_bug else twin, sanitize=sanitize)
     return run
 
 
