@@ -269,15 +269,17 @@ _FIELD = {
     "kh": "kh and kw are the kernel's height and width",
     "kw": "kh and kw are the kernel's height and width",
     "m_extension": "m_extension is tile.m rounded up to whole fractal rows of 16",
+    "k_extension": "k_extension is this K step's columns, tile.k (the last step of a block can be shorter than k_tile)",
 }
 
 
-def _candidates(p, g: ConvGeometry, tile) -> list[dict]:
+def _candidates(p, g: ConvGeometry, t: ConvTiling, tile) -> list[dict]:
     """Plausible wrong parameter sets, each one or two fields away from the right ``p``, likeliest first."""
     c0 = g.c0
     k_base = (tile.cin0 // c0) * g.kk * c0
     options = [
-        {"pad_top": g.ph}, {"pad_top": 0}, {"pad_left": 0, "pad_right": 0},
+        {"pad_top": g.ph}, {"pad_top": 0}, {"pad_top": 0, "pad_bottom": 0}, {"pad_top": g.ph, "pad_bottom": g.ph},
+        {"pad_left": 0, "pad_right": 0},
         {"pad_top": 0, "pad_bottom": 0, "pad_left": 0, "pad_right": 0}, {"pad_top": g.pw}, {"pad_left": g.ph, "pad_right": g.ph},
         {"stride_h": 1, "stride_w": 1}, {"stride_h": 1}, {"stride_w": 1}, {"stride_h": g.sw, "stride_w": g.sh},
         {"dilation_h": 1, "dilation_w": 1}, {"dilation_h": 1}, {"dilation_w": 1},
@@ -285,6 +287,7 @@ def _candidates(p, g: ConvGeometry, tile) -> list[dict]:
         {"m_start": 0}, {"m_start": tile.m0 + tile.ho0 * g.wo}, {"k_start": 0}, {"k_start": p.k_start + k_base},
         {"l1_h": g.in_rows(tile.rows)}, {"l1_h": g.h}, {"l1_h": tile.rows}, {"l1_w": g.wo}, {"l1_w": g.wp},
         {"channel_size": g.c1 * c0}, {"channel_size": c0}, {"kh": g.kw, "kw": g.kh},
+        {"k_extension": t.k_tile}, {"m_extension": t.m_tile},
     ]
     return [o for o in options if any(getattr(p, k) != v for k, v in o.items())]
 
@@ -317,7 +320,7 @@ def im2col_tile(trace: dict, g: ConvGeometry, t: ConvTiling, brief: bool = False
     desc = (f"The first wrong im2col tile: the band of output rows {tile.ho0}..{tile.ho0 + tile.rows - 1} (image "
             f"rows {tile.first_row}..{tile.first_row + tile.l1_rows - 1} in L1), positions {tile.m0}..{tile.m0 + tile.m - 1}, "
             f"columns {tile.k0}..{tile.k0 + tile.k - 1} of the Cin block of channels {tile.cin0}..{tile.cin0 + tile.cin - 1}.")
-    for change in _candidates(p, g, tile):
+    for change in _candidates(p, g, t, tile):
         q = p._replace(**change)
         if _legal(q, c0) and np.array_equal(from_zz(got, q.m_extension, q.k_extension, c0),
                                              reference_tile(image, q, c0), equal_nan=got.dtype.kind == "f"):

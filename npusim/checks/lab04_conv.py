@@ -16,7 +16,6 @@ import numpy as np
 from .. import conv, formats
 from ..conv import ConvGeometry, ConvTiling, choose_tiling
 from ..conv.common import round_up
-from ..conv.geometry import work_items
 from ..errors import NpuSimError
 from ..launch import launch
 from . import _lab04_diagnosis as why

@@ -23,7 +23,8 @@ from ...conv.common import ceil_div, fractal
 from ...conv.geometry import ConvGeometry, dtype_of
 from ...conv.reuse import KernelReuse, nd2nz_channels
 from ...conv.staging import workspace_shape
-from ...conv.tiling import ConvTiling, choose_tiling, needs_staging
+from ...conv.tiling import ConvTiling, needs_staging
+from .reference import prepare
 
 
 class Band(NamedTuple):
@@ -184,17 +185,8 @@ def band_conv_args(kernel_class, x, w, bias=None, stride=1, padding=0, dilation=
                    trace: dict | None = None) -> tuple:
     """Everything :func:`band_conv` is launched with, prepared on the host: ``(args, geometry, tiling)``.
     ``args`` = ``(x, ws, wz, const, y, g, t, has_bias, kernel_class, trace)``; ``y`` is filled with NaN."""
-    if not (isinstance(kernel_class, type) and issubclass(kernel_class, BandConv)):
-        raise ns.UsageError(f"a band convolution needs a subclass of BandConv, not {kernel_class!r}")
-    cfg = ns.get_config(config)
-    x = np.ascontiguousarray(np.asarray(x))
-    w = np.asarray(w)
-    g = ConvGeometry.of(x.shape, w.shape, stride, padding, dilation, x.dtype, out_dtype)
-    t = tiling if tiling is not None else choose_tiling(g, cfg, "reuse")
-    if t.variant != "reuse":
-        raise ns.UsageError(f"a band convolution needs a 'reuse' tiling, not '{t.variant}'")
-    t.check(g, cfg)
-    b = host.check_bias(bias, g)
+    cfg, x, g, t, b = prepare(kernel_class, BandConv, "reuse", x, w, bias, stride, padding, dilation, out_dtype,
+                              tiling, config)
     wz = host.fractal_z_weights(w, g)
     ws = np.empty(workspace_shape(g, block_dim), dtype=x.dtype)
     y = np.full((g.n, g.cout, g.ho, g.wo), np.nan, dtype=dtype_of(g.out_dtype))

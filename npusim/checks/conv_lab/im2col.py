@@ -25,7 +25,8 @@ from ...conv.api import ConvResult
 from ...conv.common import ceil_div, round_up
 from ...conv.geometry import ConvGeometry, dtype_of
 from ...conv.img2col import KernelImg2col
-from ...conv.tiling import ConvTiling, choose_tiling
+from ...conv.tiling import ConvTiling
+from .reference import prepare
 
 
 class Im2colTile(NamedTuple):
@@ -137,21 +138,13 @@ def im2col_conv(x5, wz, const, y, g: ConvGeometry, t: ConvTiling, has_bias: bool
 def im2col_conv_args(kernel_class, x, w, bias=None, stride=1, padding=0, dilation=1, *, out_dtype=None,
                      tiling: ConvTiling | None = None, config=None, trace: dict | None = None) -> tuple:
     """Everything :func:`im2col_conv` is launched with, prepared on the host (the NC1HWC0 input too):
-    ``(args, geometry, tiling)``; the NHWC output ``args[3]`` is filled with NaN."""
-    if not (isinstance(kernel_class, type) and issubclass(kernel_class, Im2colConv)):
-        raise ns.UsageError(f"an img2col convolution needs a subclass of Im2colConv, not {kernel_class!r}")
-    cfg = ns.get_config(config)
-    x = np.ascontiguousarray(np.asarray(x))
-    w = np.asarray(w)
-    g = ConvGeometry.of(x.shape, w.shape, stride, padding, dilation, x.dtype, out_dtype)
-    t = tiling if tiling is not None else choose_tiling(g, cfg, "img2col")
-    if t.variant != "img2col":
-        raise ns.UsageError(f"an img2col convolution needs an 'img2col' tiling, not '{t.variant}'")
-    t.check(g, cfg)
-    b = host.check_bias(bias, g)
+    ``(args, geometry, tiling)``; the NHWC output ``args[3]`` is filled with NaN (int32: its minimum)."""
+    cfg, x, g, t, b = prepare(kernel_class, Im2colConv, "img2col", x, w, bias, stride, padding, dilation, out_dtype,
+                              tiling, config)
     bias_row = b if b is not None else np.zeros(g.cout, dtype=dtype_of(g.dtype))
     const = np.concatenate([host.ones_fractal(g), host.bias_row_zn(bias_row, g)])
-    y = np.full((g.n, g.ho, g.wo, g.cout), np.nan if g.out_dtype != "int32" else 0, dtype=dtype_of(g.out_dtype))
+    unwritten = np.iinfo(np.int32).min if g.out_dtype == "int32" else np.nan
+    y = np.full((g.n, g.ho, g.wo, g.cout), unwritten, dtype=dtype_of(g.out_dtype))
     args = (formats.nchw_to_nc1hwc0(x), host.fractal_z_weights(w, g), const, y, g, t, b is not None, kernel_class,
             trace)
     return args, g, t

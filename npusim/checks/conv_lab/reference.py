@@ -1,8 +1,8 @@
-"""Lab 04's references and the explorer's tiling helper.
+"""Lab 04's references, the host preparation its two kernel hooks share, and the explorer's tiling helper.
 
 - :func:`conv2d_float64` is the exact Conv2D (float64) that the checks compare with;
-- :func:`explore_tiling` makes a valid :class:`~npusim.conv.ConvTiling` from a few sizes (the explorer);
-- :data:`EXPLORER_LAYER` and the explorer's sliders: a start from which every single move is legal.
+- :func:`prepare` checks a learner's kernel class and the layer, and picks or checks the tiling;
+- :func:`explore_tiling` makes a valid :class:`~npusim.conv.ConvTiling` from a few sizes (the explorer).
 """
 
 from __future__ import annotations
@@ -11,9 +11,27 @@ import numpy as np
 
 import npusim as ns
 
+from ...conv import host
 from ...conv.common import ceil_div, round_up
 from ...conv.geometry import ConvGeometry
 from ...conv.tiling import ConvTiling, choose_tiling
+
+
+def prepare(kernel_class, base: type, variant: str, x, w, bias, stride, padding, dilation, out_dtype,
+            tiling: ConvTiling | None, config) -> tuple:
+    """``(cfg, x, g, t, b)`` for a launch of ``kernel_class`` (a subclass of ``base``) on the layer, with
+    ``tiling`` (checked, and of ``variant``) or ``choose_tiling``'s; ``b`` is the checked bias or None."""
+    if not (isinstance(kernel_class, type) and issubclass(kernel_class, base)):
+        raise ns.UsageError(f"this convolution needs a subclass of {base.__name__}, not {kernel_class!r}")
+    cfg = ns.get_config(config)
+    x = np.ascontiguousarray(np.asarray(x))
+    w = np.asarray(w)
+    g = ConvGeometry.of(x.shape, w.shape, stride, padding, dilation, x.dtype, out_dtype)
+    t = tiling if tiling is not None else choose_tiling(g, cfg, variant)
+    if t.variant != variant:
+        raise ns.UsageError(f"a {base.__name__} convolution needs a '{variant}' tiling, not '{t.variant}'")
+    t.check(g, cfg)
+    return cfg, x, g, t, host.check_bias(bias, g)
 
 
 def _pair(v):
@@ -77,4 +95,4 @@ def explore_tiling(g: ConvGeometry, variant: str, rows: int, cols: int, cin_bloc
     return t
 
 
-__all__ = ["conv2d_float64", "explore_tiling"]
+__all__ = ["conv2d_float64", "prepare", "explore_tiling"]
