@@ -81,7 +81,7 @@ def _band_formula(g: ConvGeometry, band, answers: dict, slots: dict, j: int) -> 
     return "Neither the slot band_row returns nor the row load_band put there is the one this read needs."
 
 
-def band_reads(trace: dict, g: ConvGeometry, t: ConvTiling) -> str:
+def band_reads(trace: dict, g: ConvGeometry) -> str:
     """Why a band kernel's output is wrong: a row in no band, or the first read that finds the wrong row."""
     cover = _coverage(trace, g)
     for n in range(g.n):
@@ -381,7 +381,7 @@ def tiling_summary(profile, t: ConvTiling, g: ConvGeometry) -> str:
             f"{start / profile.total_cycles:.1%} of the time passes before the first Mmad")
 
 
-def tiling_time(mine, t: ConvTiling, ref, default: ConvTiling, g: ConvGeometry) -> str:
+def tiling_time(mine, t: ConvTiling, default: ConvTiling, g: ConvGeometry) -> str:
     """What the measured time of ``t`` is made of, next to the default's, and the lever that is left."""
     if t.variant != "img2col":
         return (f"Measured: the {t.variant} kernel's critical pipe is {mine.critical_pipe} ({mine.pipe_ratio[mine.critical_pipe]:.0%} "

@@ -43,9 +43,9 @@ HINTS = {
         "band_row:     return r * ___ + i * ___",
     ),
     "nc1hwc0-transform": (
-        "NC1HWC0 puts the C0 channels of one position next to each other. In NCHW the positions of one channel "
-        "are next to each other. So the positions of one channel land C0 elements apart: a DMA that writes "
-        "one element per burst, with a gap of C0 - 1 elements after each, does it.",
+        "NC1HWC0 puts the C0 channels of one position next to each other; NCHW the positions of one channel. "
+        "So the positions of one channel land C0 elements apart: a DMA that moves one element per block, with "
+        "the right gap between the blocks, does it. And a channel plane can be longer than one buffer.",
         "For each image and channel: its plane starts at (b * C + ch) * HW in x and lands in block ch // C0, "
         "lane ch % C0 of x5. Cut the plane into rounds of at most SLOTS positions (a buffer holds SLOTS 32 B "
         "slots). Per round: alloc, data_copy_pad GM -> UB with one element per block (each lands in its own "
@@ -216,7 +216,7 @@ def conv_reuse(kernel_class) -> None:
             run = run_kernel(name, band_conv, 1, *args, case=case)
             rtol, atol = _tolerance(g)
             compare(name, run["y"], conv2d_float64(x, w, None, stride, pad, dil), case, rtol=rtol, atol=atol,
-                    causes=lambda mm: why.band_reads(trace, g, t))
+                    causes=lambda mm: why.band_reads(trace, g))
             extra = why.band_load_excess(trace, g, t)
             if extra:
                 raise CheckFailed(name, f"on [{describe(case)}] the output is right, but {extra}")
@@ -420,7 +420,7 @@ def conv_tiling(tiling) -> None:
         raise CheckFailed(name, f"your tiling takes {mine.time_us:.2f} us ({mine.mac_utilization:.1%} MAC "
                                 f"utilisation), the default {ref.time_us:.2f} us ({ref.mac_utilization:.1%}); the "
                                 f"target is {target:.2f} us ({TILING_SPEEDUP:.0%} faster). "
-                                + why.tiling_time(mine, tiling, ref, default, g))
+                                + why.tiling_time(mine, tiling, default, g))
     passed(name, f"{tiling.short()}: {mine.time_us:.2f} us against the default's {ref.time_us:.2f} us "
                  f"({ref.time_us / mine.time_us - 1:.1%} faster, {mine.mac_utilization:.1%} MAC utilisation); "
                  + why.tiling_summary(mine, tiling, g))
