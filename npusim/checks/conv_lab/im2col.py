@@ -81,14 +81,14 @@ class Im2colConv(KernelImg2col):
         """Keep the first tile whose L0A content differs from the reference tile (a peek: no instruction)."""
         p = self.expected_params(tile)
         c0 = self.g.c0
-        image = x_l1.view()[:p.channel_size * p.l1_h * p.l1_w].copy()
+        image = x_l1.view()[:x_l1.size].copy()      # the whole L1 buffer: a wrong call may read past the band
         got = a.view()[:a.size].copy()
         if not _same(from_zz(got, p.m_extension, p.k_extension, c0), im2col_tile(image, p, c0)):
             self.trace["tile"] = (tile, p, image, got)
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a.astype(np.float64)) & np.isnan(b.astype(np.float64)))))
+    return a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
 
 
 def from_zz(flat: np.ndarray, m_ext: int, k_ext: int, c0: int) -> np.ndarray:
