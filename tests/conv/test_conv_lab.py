@@ -35,21 +35,29 @@ def layers(draw):
     return c
 
 
-@FAST
-@given(layers(), st.booleans())
-def test_reference_band_is_the_reuse_kernel(c, bias):
-    """The answer to exercise 1, run through BandConv, is the package's reuse kernel: same output, same
-    bytes, same time."""
+def _layer_args(c: dict, bias: bool, dtype) -> tuple:
+    """(x, w, bias, stride, padding, dilation) of a drawn layer."""
     rng = np.random.default_rng(c["seed"])
-    x = rng.standard_normal((c["n"], c["cin"], c["h"], c["w"])).astype(np.float16)
-    w = rng.standard_normal((c["cout"], c["cin"], c["kh"], c["kw"])).astype(np.float16)
-    b = rng.standard_normal(c["cout"]).astype(np.float16) if bias else None
-    args = (x, w, b, c["stride"], c["padding"], c["dilation"])
-    mine = run_band_conv(ReferenceBand, *args, out_dtype="float32")
-    ref = conv.run_reuse(*args, out_dtype="float32")
+    x = rng.standard_normal((c["n"], c["cin"], c["h"], c["w"])).astype(dtype)
+    w = rng.standard_normal((c["cout"], c["cin"], c["kh"], c["kw"])).astype(dtype)
+    b = rng.standard_normal(c["cout"]).astype(dtype) if bias else None
+    return x, w, b, c["stride"], c["padding"], c["dilation"]
+
+
+def _same_run(mine, ref) -> None:
+    """Two launches of the same kernel: same output, same bytes on every path, same time."""
     np.testing.assert_array_equal(mine.output, ref.output)
     assert mine.profile.path_bytes == ref.profile.path_bytes
     assert mine.profile.total_cycles == ref.profile.total_cycles
+
+
+@FAST
+@given(layers(), st.booleans())
+def test_reference_band_is_the_reuse_kernel(c, bias):
+    """The answer to exercise 1, run through BandConv, is the package's reuse kernel."""
+    args = _layer_args(c, bias, np.float16)
+    mine = run_band_conv(ReferenceBand, *args, out_dtype="float32")
+    _same_run(mine, conv.run_reuse(*args, out_dtype="float32"))
     np.testing.assert_allclose(mine.output, conv2d_float64(*args), rtol=1e-5, atol=1e-3)
 
 
@@ -123,16 +131,8 @@ def test_band_trace_records_what_the_kernel_did():
 def test_reference_im2col_is_the_img2col_kernel(c, bias, dtype):
     """The answer to exercise 3, run through Im2colConv, is the package's img2col kernel (same output, bytes
     and time), and every tile it builds is the tile the check's reference computes."""
-    rng = np.random.default_rng(c["seed"])
-    x = rng.standard_normal((c["n"], c["cin"], c["h"], c["w"])).astype(dtype)
-    w = rng.standard_normal((c["cout"], c["cin"], c["kh"], c["kw"])).astype(dtype)
-    b = rng.standard_normal(c["cout"]).astype(dtype) if bias else None
-    args = (x, w, b, c["stride"], c["padding"], c["dilation"])
-    mine = run_im2col_conv(ReferenceIm2col, *args, out_dtype="float32")
-    ref = conv.run_img2col(*args, out_dtype="float32")
-    np.testing.assert_array_equal(mine.output, ref.output)
-    assert mine.profile.path_bytes == ref.profile.path_bytes
-    assert mine.profile.total_cycles == ref.profile.total_cycles
+    args = _layer_args(c, bias, dtype)
+    _same_run(run_im2col_conv(ReferenceIm2col, *args, out_dtype="float32"), conv.run_img2col(*args, out_dtype="float32"))
     trace: dict = {}
     launch_args, _, _ = im2col_conv_args(ReferenceIm2col, *args, out_dtype="float32", trace=trace)
     ns.launch(im2col_conv, 1, *launch_args)
