@@ -157,10 +157,10 @@ def band_load_excess(trace: dict, g: ConvGeometry, t: ConvTiling) -> str:
     ref = per_cout * sum(g.kw * g.in_rows(rows) * cc * cols * isz for _, _, rows in work_items(g, t.rows)
                          for _, cols in t.col_tiles(g) for _, cc in cins)
     if mine > ref:
-        longest = max(rows for _, _, rows in trace["bands"])
         return (f"your load_row calls move {mine:,} B where bands of {t.rows} rows (the tiling's) move {ref:,} B: "
-                f"your bands have at most {longest} output row{'s' if longest > 1 else ''}. Neighbouring bands share input rows (the halo), "
-                f"and each band loads its own, so more, shorter bands load more.")
+                f"output_bands() makes {len(trace['bands'])} bands, bands of {t.rows} rows make "
+                f"{len(work_items(g, t.rows))}. Neighbouring bands share input rows (the halo), and each band "
+                f"loads its own, so more, shorter bands load more.")
     return ""
 
 
