@@ -75,9 +75,40 @@ def main(args) -> int:
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_until_answers(proc: subprocess.Popen, url: str, token: str, log: Path, timeout: float) -> str | None:
+    """Poll the server's ``/api/status`` until it answers; None, or why not (it exited, or it did not answer
+    in ``timeout`` seconds), with the end of its log."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            return f"jupyter lab exited with {proc.returncode}:\n{log.read_text()[-3000:]}"
+        try:
+            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=3) as r:
+                if r.status == 200:
+                    return None
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            return f"jupyter lab did not answer in {timeout:.0f} s:\n{log.read_text()[-3000:]}"
+        time.sleep(0.3)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """Stop a server we started, by its PID: SIGTERM (it shuts its kernels down), then SIGKILL if it lingers."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def first_cells(root: Path, timeout: float = 180) -> list[str]:
@@ -110,19 +141,9 @@ def server_answers(root: Path, timeout: float = 120) -> list[str]:
         proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
             url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + timeout
-            while True:
-                if proc.poll() is not None:
-                    return [f"jupyter lab exited with {proc.returncode}: {log.read_text()[-2000:]}"]
-                try:
-                    with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=3) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    return [f"jupyter lab did not answer in {timeout:.0f} s: {log.read_text()[-2000:]}"]
-                time.sleep(0.3)
+            why = wait_until_answers(proc, url, token, log, timeout)
+            if why:
+                return [why]
             with urllib.request.urlopen(f"{url}/lab/tree/{FIRST_LAB}?token={token}", timeout=30) as r:
                 page = r.read().decode("utf-8", "replace")
             if r.status != 200 or "JupyterLab" not in page:
@@ -133,13 +154,7 @@ def server_answers(root: Path, timeout: float = 120) -> list[str]:
             print(f"  the server answered on port {port} with {FIRST_LAB} (pid {proc.pid}); stopping it", flush=True)
             return []
         finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10)
+            stop_server(proc)
             shutil.rmtree(log.parent, ignore_errors=True)
 
 

@@ -10,20 +10,20 @@ reason, unless NPUSIM_REQUIRE_BROWSER=1 (CI sets it): then it fails instead."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from npusim.course.start import free_port, stop_server, wait_until_answers
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -52,24 +52,6 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop the server by its PID: SIGTERM (it shuts its kernels down), then SIGKILL if it lingers."""
-    if proc.poll() is not None:
-        return
-    os.kill(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-
 @pytest.fixture
 def jupyter_lab(tmp_path, request):
     """JupyterLab on 127.0.0.1 at a free port with a token, serving the repository root; yields its URL."""
@@ -89,28 +71,18 @@ def jupyter_lab(tmp_path, request):
         checkpoints = ROOT / folder / ".ipynb_checkpoints"
         if not checkpoints.exists():
             request.addfinalizer(lambda c=checkpoints: shutil.rmtree(c, ignore_errors=True))
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     log = open(tmp_path / "jupyter-lab.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                              "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", "--allow-root",
                              f"--ServerApp.root_dir={ROOT}"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    request.addfinalizer(lambda: (_stop(proc), log.close()))
+    request.addfinalizer(lambda: (stop_server(proc), log.close()))
     url = f"http://127.0.0.1:{port}"
     server_log = tmp_path / "jupyter-lab.log"
-    deadline = time.monotonic() + 90
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{server_log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            pytest.fail(f"jupyter lab did not answer in 90 s:\n{server_log.read_text()[-3000:]}")
-        time.sleep(0.3)
+    why = wait_until_answers(proc, url, token, server_log, timeout=90)
+    if why:
+        pytest.fail(why)
     return {"url": url, "token": token, "log": server_log, "pid": proc.pid}
 
 
@@ -183,6 +155,19 @@ _WATCH = """() => {
 }"""
 
 
+@contextlib.contextmanager
+def _screenshot_on_failure(page, name: str, lab: dict, capsys):
+    """On an exception, save a screenshot to test-artifacts/ and say where it and the server log are."""
+    try:
+        yield
+    except Exception:
+        failed = ARTIFACTS / name
+        page.screenshot(path=str(failed))
+        with capsys.disabled():
+            print(f"\nbrowser test failed: screenshot {failed}; server log {lab['log']}")
+        raise
+
+
 def _timed_move(page, handle, key: str) -> dict:
     """Press ``key`` on the slider; ms from the key press to the "computing" status and to the new chart."""
     page.evaluate(_WATCH)
@@ -200,14 +185,8 @@ def test_slider_redraws_chart_and_metrics(browser, jupyter_lab, capsys):
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(60_000)
-    try:
+    with _screenshot_on_failure(page, "browser-01_vector_add-failure.png", jupyter_lab, capsys):
         before, after = _run_all_and_move_slider(page, jupyter_lab)
-    except Exception:
-        failed = ARTIFACTS / "browser-01_vector_add-failure.png"
-        page.screenshot(path=str(failed))
-        with capsys.disabled():
-            print(f"\nbrowser test failed: screenshot {failed}; server log {jupyter_lab['log']}")
-        raise
     assert (before["readout"], after["readout"]) == ("4096", "8192"), "the tile slider did not step 4096 -> 8192"
     assert after["srcs"] and after["srcs"] != before["srcs"], "the chart image did not change"
     assert after["table"] != before["table"], "the metrics table did not change"
@@ -255,7 +234,7 @@ def test_unsolved_lab_runs_all_and_its_explorer_redraws(browser, jupyter_lab, ca
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(60_000)
-    try:
+    with _screenshot_on_failure(page, "browser-lab01-unsolved-failure.png", jupyter_lab, capsys):
         _open_and_run_all(page, jupyter_lab, LEARNER_LAB)
         prompts = page.eval_on_selector_all(".jp-CodeCell .jp-InputPrompt", "els => els.map(e => e.innerText)")
         ran = [p for p in prompts if any(ch.isdigit() for ch in p)]
@@ -269,12 +248,6 @@ def test_unsolved_lab_runs_all_and_its_explorer_redraws(browser, jupyter_lab, ca
         assert readout.inner_text() == "4096"
         moves = [_timed_move(page, handle, "ArrowLeft") for _ in range(3)]   # 2048, 1024, 512: all fit UB
         assert readout.inner_text() == "512"
-    except Exception:
-        failed = ARTIFACTS / "browser-lab01-unsolved-failure.png"
-        page.screenshot(path=str(failed))
-        with capsys.disabled():
-            print(f"\nbrowser test failed: screenshot {failed}; server log {jupyter_lab['log']}")
-        raise
     page.close()
     assert hashlib.sha256(lab.read_bytes()).hexdigest() == digest, "the learner's lab was saved"
     for m in moves:
