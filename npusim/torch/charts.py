@@ -113,7 +113,8 @@ def loss_curves(runs: Sequence[TrainRun], title: str = "training on the simulate
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     a2.set_ylabel("% of non-zero grads flushed to 0")
     a2.set_title("gradients lost in the cast to fp16", fontsize=9)
-    fig.tight_layout()
+    # fixed margins, not tight_layout: lab 08's explorer redraws this, and tight_layout draws it twice
+    fig.subplots_adjust(left=0.07, right=0.985, bottom=0.15, top=0.9, wspace=0.25)
     return fig
 
 
@@ -136,7 +137,10 @@ def step_breakdown(rec: Recording, title: str = "one training step on the simula
     fw, bw = rec.forward_us(), rec.backward_us()
     ax.set_title(f"{title}: forward {fw:.1f} us, backward {bw:.1f} us", fontsize=9)
     ax.legend(fontsize="small", frameon=False)
-    fig.tight_layout()
+    # fixed margins in inches (see loss_curves); the left one fits the longest role (about 0.085 in a letter)
+    width, height = fig.get_size_inches()
+    left = (0.25 + 0.085 * max(map(len, roles), default=4)) / width
+    fig.subplots_adjust(left=left, right=0.97, bottom=0.55 / height, top=1 - 0.35 / height)
     return fig
 
 
