@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import a2, classic
-from ..course.tracebacks import innermost_learner_site
+from ..tracebacks import innermost_learner_site
 from ..errors import RaceError, SyncError
 from ..kernels import fusion_lab as fl
 from ..pipes import Pipe
