@@ -156,7 +156,7 @@ def _l0_bytes(prof) -> int:
 # positions, L0A then limits K), many of them on classic (UB binds, not L0C), Cout not a multiple of 16,
 # a long K (5 x 5 x 48), a 1 x 1 layer whose K is one C0 block, a 3 x 3 layer on each preset
 _BLOCK_FIXED = [
-    (a2, (1, 32, 28, 28, 32, 3, 1, 1, False)), (classic, (1, 32, 28, 28, 256, 3, 1, 1, False)),
+    (a2, (1, 32, 28, 28, 32, 3, 1, 1, False)), (classic, (1, 16, 12, 64, 208, 3, 1, 1, False)),
     (a2, (2, 24, 15, 17, 300, 3, 2, 1, False)), (classic, (1, 48, 12, 12, 96, 5, 1, 2, False)),
     (a2, (1, 16, 28, 28, 64, 1, 1, 0, False)), (classic, (1, 16, 32, 32, 32, 3, 1, 1, False)),
     (a2, (2, 28, 24, 23, 8, 5, 2, 2, False)),
