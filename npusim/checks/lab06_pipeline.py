@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import a2, classic
-from ..tracebacks import innermost_learner_site
 from ..errors import RaceError, SyncError
 from ..kernels import fusion_lab as fl
 from ..pipes import Pipe
+from ..tracebacks import innermost_learner_site
 from ._core import CheckFailed, Mismatch, call_learner, compare, describe, passed
 from .lab06_fusion import _layer, _random_layers, _words
 
@@ -70,7 +70,10 @@ _BUFFER = {"L1": "band buffer", "L0A": "L0A buffer", "L0B": "L0B buffer", "L0C":
 
 def _race_message(e: RaceError) -> str:
     """A race between two stages, in the terms of the exercise: which stages, which buffer, which flag."""
-    mem, (a, b), kind = e.facts.get("memory"), e.facts.get("pipes", (None, None)), e.facts.get("kind")
+    mem, pipes, kind = e.facts.get("memory"), e.facts.get("pipes"), e.facts.get("kind")
+    if not (isinstance(pipes, tuple) and len(pipes) == 2 and all(isinstance(p, Pipe) for p in pipes)):
+        return f"the simulator stopped your kernel with RaceError:\n{e}"
+    a, b = pipes
     first, then = _STAGES.get((mem, a), f"PIPE_{a.name}"), _STAGES.get((mem, b), f"PIPE_{b.name}")
     buf = _BUFFER.get(mem, mem)
     ev = f"HardEvent.{a.name}_{b.name}"
