@@ -100,6 +100,8 @@ class Step(NamedTuple):
 
 
 class BufferUse(NamedTuple):
+    """``num`` buffers of ``nbytes`` in ``memory`` that a block makes the kernel reserve, and why (``formula``)."""
+
     name: str
     memory: str
     num: int
