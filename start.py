@@ -4,7 +4,8 @@
 1. Creates a virtualenv in ``.venv/`` (or uses the one there): no system Python is changed, which also
    avoids pip's "externally-managed-environment" refusal on Debian and Ubuntu.
 2. Installs the course and everything every lab needs into it: ``pip install -e ".[lab]"`` (JupyterLab
-   and PyTorch for lab 08; ``--extra test`` adds what the tests need), with PyTorch as a **CPU build**.
+   and PyTorch for labs 08 and 09; ``--extra test`` adds what the tests need), with PyTorch as a **CPU
+   build**.
 3. Runs ``npusim start``: JupyterLab with its file browser at this folder, ``labs/00_tour.ipynb`` open
    (as root, e.g. in a container, with ``--allow-root``). Ctrl-C stops it.
 
