@@ -115,12 +115,16 @@ class Explorer:
     successful redraws), ``last_profile``, ``last_result``, ``last_error`` (the exception of the last
     failed call, None after a success), ``last_figures`` (name -> Figure of the last redraw),
     ``last_timing`` (seconds of the last redraw: ``run``, ``charts``, ``render``), ``baseline``.
+
+    ``busy``: a message shown while ``fn`` runs (e.g. "training 4 steps on the simulator..."), for
+    functions that take seconds; None shows nothing.
     """
 
     def __init__(self, fn: Callable[..., Any], controls: Sequence[Control] | Mapping[str, w.ValueWidget],
                  charts: Sequence[Any] = ("timeline", "utilization"), metrics: Sequence[str] | None = None,
-                 dpi: float | None = None, title: str | None = None) -> None:
+                 dpi: float | None = None, title: str | None = None, busy: str | None = None) -> None:
         self.fn = fn
+        self.busy = busy
         items = controls.items() if isinstance(controls, Mapping) else [(c.name, c.widget) for c in controls]
         self.controls: dict[str, w.ValueWidget] = dict(items)
         self.charts: list[tuple[str, Callable]] = [self._chart(c) for c in charts]
@@ -179,6 +183,8 @@ class Explorer:
         """Call ``fn(**params)`` and redraw; on an error show its message and keep the previous charts.
         Returns True when the charts were redrawn."""
         params = self.params
+        if self.busy:  # the front end shows it at once: widget state goes out before fn returns
+            self.status.value = f"<i style='color:#57606a'>{html.escape(self.busy)}</i>"
         t0 = time.perf_counter()
         try:
             result = self.fn(**params)

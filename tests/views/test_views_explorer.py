@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import npusim as ns
@@ -147,3 +148,19 @@ def test_widget_displays():
     assert isinstance(ex.last_error, ns.UsageError)  # None is not a profile: reported, not raised
     bundle = ex._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_busy_message_shows_while_the_function_runs():
+    seen, holder = [], {}
+
+    def run(n: int):
+        if "explorer" in holder:
+            seen.append(holder["explorer"].status.value)
+        return run_vector_add(np.ones(n, np.float16), np.ones(n, np.float16), tile=256)
+
+    holder["explorer"] = explorer = Explorer(run, [int_choice("n", [256, 512])], charts=(), busy="simulating...")
+    explorer.controls["n"].value = 512
+    assert seen and "simulating..." in seen[-1]
+    assert explorer.status.value == ""       # cleared once the charts are drawn
+    quiet = Explorer(run, [int_choice("n", [256])], charts=())
+    assert quiet.busy is None and quiet.status.value == ""
