@@ -15,6 +15,7 @@ import numpy as np
 
 from ..course.tracebacks import innermost_learner_site, is_unfinished
 from ._core import CheckFailed, NotFinished, call_learner, case_rng, compare, describe, fixed_rng, passed
+from .lab08_torch import _torch
 
 __all__ = ["custom_op", "verify_op"]
 
@@ -54,15 +55,6 @@ HINTS = {
         "assert held > 0 and meter.live_count == 0, ...",
     ),
 }
-
-
-def _torch(name: str):
-    try:
-        import torch
-        import npusim.torch  # noqa: F401
-    except ImportError as e:
-        raise CheckFailed(name, f"this check needs PyTorch: {e}") from None
-    return torch
 
 
 # --- exercise 4: your own torch.library operator -------------------------------------------------------
