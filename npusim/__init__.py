@@ -38,7 +38,7 @@ from .params import (DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, Fi
                      LoadData3DParams, MmadParams, Nd2NzParams)
 from .pipes import HardEvent, Pipe, QuePosition, TPosition
 from .profile import Profile
-from .course.tracebacks import install as _install_tracebacks, show_internals
+from .tracebacks import install as _install_tracebacks, show_internals
 
 presets = PRESETS
 

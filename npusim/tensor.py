@@ -15,6 +15,15 @@ from .sanitizer import AccessTracker, call_site, format_site
 
 GM_ALIGN = 512  # simulated GM allocations start on 512 B boundaries, like device malloc
 
+# GetValue/SetValue are instructions of the scalar unit: npusim.instructions.scalar (a layer above these
+# classes, which it checks against) installs them here when imported, as ``import npusim`` always does.
+_scalar_unit: dict = {}
+
+
+def install_scalar_unit(get_value, set_value) -> None:
+    """Route ``get_value``/``set_value`` of both tensor classes to the scalar unit's instructions."""
+    _scalar_unit.update(get=get_value, set=set_value)
+
 
 class GmBuffer:
     """One device allocation: a flat numpy view of the caller's array, a GM address, a tracker."""
@@ -91,15 +100,11 @@ class GlobalTensor:
 
     def get_value(self, index: int):
         """Read one element through the scalar unit (GetValue on GM)."""
-        from .instructions.scalar import scalar_get
-
-        return scalar_get(self, index)
+        return _scalar_unit["get"](self, index)
 
     def set_value(self, index: int, value) -> None:
         """Write one element through the scalar unit (SetValue on GM)."""
-        from .instructions.scalar import scalar_set
-
-        scalar_set(self, index, value)
+        _scalar_unit["set"](self, index, value)
 
     def __repr__(self) -> str:
         return f"GlobalTensor('{self.name}', {self.dtype.name}, offset={self.offset}, size={self.size})"
@@ -189,15 +194,11 @@ class LocalTensor:
 
     def get_value(self, index: int):
         """Read one element through the scalar unit (GetValue): needs a flag after vector writes."""
-        from .instructions.scalar import scalar_get
-
-        return scalar_get(self, index)
+        return _scalar_unit["get"](self, index)
 
     def set_value(self, index: int, value) -> None:
         """Write one element through the scalar unit (SetValue)."""
-        from .instructions.scalar import scalar_set
-
-        scalar_set(self, index, value)
+        _scalar_unit["set"](self, index, value)
 
     def to_numpy(self) -> np.ndarray:
         """A copy of the contents, for debugging only: free, untimed and unchecked (like a printf)."""

@@ -9,7 +9,8 @@ goes on; with ``NPUSIM_STRICT=1`` (grading, tests) it raises :class:`CheckFailed
 
 Each lab's checks live in a module ``labNN*.py`` of this package; every public function of those modules
 (listed in its ``__all__``, or not starting with ``_``) is a check available here, and the module's
-``HINTS`` (exercise key -> hints, weakest first) feed :func:`hint`.
+``HINTS`` (exercise key -> hints, weakest first) feed :func:`hint`. Other modules hold lab code that a
+notebook and its checks share (``conv_lab``: lab 04's kernel hooks).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ..course import tracebacks as _tracebacks
+from .. import tracebacks as _tracebacks
 from ._core import CheckFailed, NotFinished, hidden_seed, learner_facing, passed, strict
 from ._flow import HINTS, finished, hint, mine_or_reference, uses
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..course.tracebacks import RED, RESET, innermost_learner_site
+from ..tracebacks import RED, RESET, innermost_learner_site
 from ..errors import NpuSimError
 from ..launch import LaunchResult, launch
 
@@ -107,10 +107,11 @@ def describe(case: dict) -> str:
 
 
 def call_learner(check: str, fn: Callable, *args: Any, case: dict | None = None, what: str = "your code",
-                 **kwargs: Any) -> Any:
+                 explain: dict[type, str] | None = None, **kwargs: Any) -> Any:
     """Call ``fn`` (the learner's code, or something running it); any problem becomes a
     :class:`CheckFailed` for the learner: not finished, stopped by the simulator (with its message and the
-    learner's line), or the learner's own exception (with their line, never our frames)."""
+    learner's line), or the learner's own exception (with their line, never our frames). ``explain``
+    maps an exception type to what it most likely means in this exercise (appended to the message)."""
     __tracebackhide__ = True
     where = f" on the hidden input [{describe(case)}]" if case else ""
     try:
@@ -123,16 +124,17 @@ def call_learner(check: str, fn: Callable, *args: Any, case: dict | None = None,
         raise CheckFailed(check, f"{where.strip() or 'here'} the simulator stopped {what} with "
                                  f"{type(e).__name__}:\n{e}") from None
     except Exception as e:  # noqa: BLE001 - the learner's own bug: say where, without our frames
+        extra = next((f" {v}" for k, v in (explain or {}).items() if isinstance(e, k)), "")
         raise CheckFailed(check, f"{what} raised {type(e).__name__}: {e}{where} at "
-                                 f"{innermost_learner_site(e.__traceback__) or 'your code'}") from None
+                                 f"{innermost_learner_site(e.__traceback__) or 'your code'}.{extra}") from None
 
 
 def run_kernel(check: str, kernel: Callable, block_dim: int, *args: Any, case: dict, config=None,
-               **kwargs: Any) -> LaunchResult:
+               explain: dict[type, str] | None = None, **kwargs: Any) -> LaunchResult:
     """Launch the learner's kernel with the sanitizer on; any problem becomes a :class:`CheckFailed`."""
     __tracebackhide__ = True
     return call_learner(check, launch, kernel, block_dim, *args, case=case, what="your kernel", config=config,
-                        sanitize="error", **kwargs)
+                        sanitize="error", explain=explain, **kwargs)
 
 
 # --- what differs: the failure's signature -------------------------------------------------------------

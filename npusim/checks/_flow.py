@@ -15,7 +15,7 @@ import sys
 import types
 from typing import Any, Callable, Iterable
 
-from ..course.tracebacks import RED, RESET, compact, is_unfinished, unfinished_line
+from ..tracebacks import RED, RESET, compact, is_unfinished, unfinished_line
 from ._core import CheckFailed, show_failure, strict
 
 

@@ -12,7 +12,7 @@ from .. import costs
 from ..core import current
 from ..errors import UsageError
 from ..sanitizer import call_site
-from ..tensor import GlobalTensor
+from ..tensor import GlobalTensor, install_scalar_unit
 from ._access import touch
 
 S = 0
@@ -60,3 +60,6 @@ def scalar_set(t, index: int, value) -> None:
         touch(core, t, index, 1, True, S, core.epoch(S), site, "set_value")
     core.scalar_op(costs.scalar_access_cycles(core.cfg), "set_value", site)
     _arr(t)[index] = np.asarray(value).astype(t.dtype)
+
+
+install_scalar_unit(scalar_get, scalar_set)

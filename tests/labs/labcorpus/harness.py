@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import linecache
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -67,12 +68,20 @@ def sources(lab: str, cell_ids: list[str], wrong: Wrong | None = None) -> list[t
     return out
 
 
+def _run_cell(lab: str, cid: str, src: str, ns: dict) -> None:
+    # a file name outside the package, with its source in linecache: messages name it as a learner's cell
+    name = f"/notebook/{lab}/{cid}.py"
+    src = _strip_magics(src)
+    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    exec(compile(src, name, "exec"), ns)
+
+
 def run_check(lab: str, cell_ids: list[str], check_cell: str, wrong: Wrong | None = None) -> str:
     """Run the cells and the check cell; returns what the check printed. Raises what the check raised."""
     ns: dict = {"__name__": "__main__"}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         for cid, src in sources(lab, cell_ids, wrong):
-            exec(compile(_strip_magics(src), f"<{lab} {cid}>", "exec"), ns)
-        exec(compile(notebook(lab)[check_cell], f"<{lab} {check_cell}>", "exec"), ns)
+            _run_cell(lab, cid, src, ns)
+        _run_cell(lab, check_cell, notebook(lab)[check_cell], ns)
     return out.getvalue()

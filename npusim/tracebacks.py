@@ -16,7 +16,7 @@ import sysconfig
 import traceback
 from types import TracebackType
 
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _LIB_DIRS = tuple({os.path.abspath(p) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
                                                  sysconfig.get_paths()["platlib"], sys.prefix,
                                                  sys.base_prefix) if p and len(os.path.abspath(p)) > 1})
@@ -131,7 +131,7 @@ def render(exc: BaseException) -> list[str] | None:
     render_own = getattr(exc, "_render_traceback_", None)
     if render_own is not None:
         return None  # the exception renders itself (CheckFailed)
-    from ..errors import NpuSimError
+    from .errors import NpuSimError
 
     if isinstance(exc, NpuSimError) or passes_through_package(exc.__traceback__):
         return compact(exc)

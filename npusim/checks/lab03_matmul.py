@@ -1,0 +1,212 @@
+"""Checks of lab 03 (matmul on the Cube): the tiled kernel, and a tiling that meets a utilisation target."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import NpuSimError
+from ..kernels.matmul import MatmulTiling
+from ..launch import launch
+from ._core import CheckFailed, call_learner, case_rng, describe, fixed_rng, mismatch, passed, run_kernel
+
+__all__ = ["matmul", "matmul_tiling"]
+
+HINTS = {
+    "matmul": (
+        "The one-tile kernel of section 2 is the body of one K step; around it go three loops: over this "
+        "block's output tiles, and inside each over the K steps. Which offsets and sizes change from tile to "
+        "tile, and which Mmad must not add onto what L0C holds?",
+        "Output tiles: tiles_m = ceil(m / base_m), tiles_n = ceil(n / base_n); block b takes tiles b, b + "
+        "block_num, ...; tile t sits at row i0 = (t // tiles_n) * base_m, column j0 = (t % tiles_n) * base_n, "
+        "and is tm = min(base_m, m - i0) by tn = min(base_n, n - j0). Allocate its L0C tensor once; for kk in "
+        "0, base_k, ... < k (tk = min(base_k, k - kk)): copy A's tile (starts at a[i0 * k + kk:], rows k apart) "
+        "and B's (b[kk * n + j0:], rows n apart) into L1, load_data them (B transposed), mmad with "
+        "cmatrix_init_val only when kk == 0. Then fixpipe the tile to c[i0 * n + j0:] with dst_stride=n.",
+        "for tile in range(ns.get_block_idx(), tiles_m * tiles_n, ns.get_block_num()):\n"
+        "    i0, j0 = ...; tm, tn = ...; m1, n1 = -(-tm // 16), -(-tn // 16)\n"
+        "    c_l0 = q_co1.alloc_tensor(ns.float32)\n"
+        "    for kk in range(0, k, t.base_k):\n"
+        "        tk = ...; k1 = -(-tk // 16)\n"
+        "        (section 2's CopyIn with copy_strips(a_l1, a[___:], tm, tk, ___) and "
+        "copy_strips(b_l1, b[___:], tk, tn, ___), Split with repeat_times m1 * k1 / k1 * n1, then)\n"
+        "        ns.mmad(c_l0, a_l0, b_l0, ns.MmadParams(tm, tn, tk, cmatrix_init_val=___))\n"
+        "    q_co1.enque(c_l0); c_l0 = q_co1.deque()\n"
+        "    ns.fixpipe(c[___:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=___)); q_co1.free_tensor(c_l0)",
+    ),
+    "matmul-tiling": (
+        "Section 4: utilisation follows the MACs per loaded byte of a tile, and what L0C can hold limits the "
+        "tile. Find the largest tile that fits, then think about base_k.",
+        "L0C holds buffer_num x base_m x base_n x 4 bytes of 128 KB; L0A and L0B buffer_num x base_m (or "
+        "base_n) x base_k x 2 bytes of 64 KB each. One buffer lets the tile double; a longer K step pays fewer "
+        "start-ups.",
+        "MatmulTiling(base_m=___, base_n=___, base_k=___, buffer_num=1) with base_m * base_n * 4 <= 131072.",
+    ),
+}
+
+
+def _frac_transposed(b: np.ndarray) -> np.ndarray:
+    """b with each 16x16 block transposed (what L0B holds without if_transpose, read as ZN)."""
+    k, n = b.shape
+    kp, np_ = -(-k // 16) * 16, -(-n // 16) * 16
+    pad = np.zeros((kp, np_), b.dtype)
+    pad[:k, :n] = b
+    blocks = pad.reshape(kp // 16, 16, np_ // 16, 16).transpose(0, 3, 2, 1).reshape(kp, np_)
+    return blocks[:k, :n]
+
+
+def _written_with_stride(want: np.ndarray, t: MatmulTiling, stride) -> np.ndarray:
+    """What c holds if every tile's rows were written ``stride(tn)`` apart (tiles in order, NaN elsewhere)."""
+    m, n = want.shape
+    flat = np.full(m * n, np.nan)
+    for i0 in range(0, m, t.base_m):
+        for j0 in range(0, n, t.base_n):
+            tm, tn = min(t.base_m, m - i0), min(t.base_n, n - j0)
+            for r in range(tm):
+                lo = i0 * n + j0 + r * stride(tn)
+                if lo + tn <= flat.size:
+                    flat[lo:lo + tn] = want[i0 + r, j0:j0 + tn]
+    return flat.reshape(m, n)
+
+
+def _same_nan(g: np.ndarray, w: np.ndarray) -> bool:
+    both = np.isnan(g) & np.isnan(w)
+    return bool(np.all(both | np.isclose(g, w, rtol=1e-4, atol=1e-2)))
+
+
+def _causes(got, a, b, m, n, k, t: MatmulTiling):
+    """Likely causes of a wrong c, from which tiles are wrong and what they hold."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+
+    def near(x, y):
+        return x.shape == y.shape and np.allclose(x, y, rtol=1e-4, atol=1e-3 * np.sqrt(k))
+
+    def causes(mm) -> str:
+        g = got.astype(np.float64)
+        if np.isnan(g).all():
+            return ("Every element is NaN: L0C was drained without an Mmad writing it first. Either no K step "
+                    "ran (is the K loop empty when k < base_k?), or the first Mmad added onto an L0C nobody "
+                    "wrote (cmatrix_init_val=True on the first K step).")
+        if near(g, a64 @ _frac_transposed(b).astype(np.float64)):
+            return ("c equals a @ B with every 16x16 block of B transposed: load_data into L0B needs "
+                    "if_transpose=True (L0B holds ZN, each fractal transposed).")
+        last = (k - 1) // t.base_k * t.base_k
+        if k > t.base_k and near(g, a64[:, last:] @ b64[last:, :]):
+            return ("c holds only the last K step's product: every Mmad started L0C from zero. Only the first K "
+                    "step of an output tile may set cmatrix_init_val=True; later ones accumulate.")
+        tiles_m, tiles_n = -(-m // t.base_m), -(-n // t.base_n)
+        for what, stride in (("tn (the tile's width)", lambda tn: tn), ("base_n", lambda tn: t.base_n)):
+            if stride(min(t.base_n, n)) != n and _same_nan(g, _written_with_stride(a64 @ b64, t, stride)):
+                return (f"The rows of each tile are written {what} apart in c; in GM they are n={n} apart: "
+                        f"fixpipe's dst_stride is the distance between two rows of c.")
+        bad = ~np.isclose(g, a64 @ b64, rtol=1e-4, atol=1e-3 * np.sqrt(k))
+        bad_tiles = {(i // t.base_m, j // t.base_n) for i, j in zip(*np.nonzero(bad))}
+        edge_rows = m % t.base_m and all(ti == tiles_m - 1 for ti, _ in bad_tiles)
+        edge_cols = n % t.base_n and all(tj == tiles_n - 1 for _, tj in bad_tiles)
+        if bad_tiles and (edge_rows or edge_cols):
+            side = "bottom row of tiles (m is not a multiple of base_m)" if edge_rows else \
+                "right column of tiles (n is not a multiple of base_n)"
+            also = (" It is also the only row of tiles below the first: look at A's row offset too." if edge_rows
+                    and tiles_m == 2 else " It is also the only column of tiles right of the first: look at "
+                    "B's column offset too." if edge_cols and tiles_n == 2 else "")
+            return f"Only the {side} is wrong: look at the sizes tm / tn of a partial tile.{also}"
+        if k % t.base_k and near(g, a64[:, :k - k % t.base_k] @ b64[:k - k % t.base_k, :]):
+            return (f"c misses the last, shorter K step (k={k} is not a multiple of base_k={t.base_k}): its "
+                    f"{k % t.base_k} columns of A / rows of B are never multiplied.")
+        want_sorted = np.sort((a64 @ b64).reshape(-1))
+        if np.isfinite(g).all() and np.allclose(np.sort(g.reshape(-1)), want_sorted, rtol=1e-4, atol=1e-3):
+            return ("The right values, at the wrong places: look at where each tile is written (its GM offset "
+                    "i0 * n + j0) and fixpipe's dst_stride, the distance between two rows of c in GM (n).")
+        if mm.never_written:
+            return "Some output tiles were never written: does every tile of this block reach fixpipe?"
+        if len(bad_tiles) < tiles_m * tiles_n:
+            first = sorted(bad_tiles)[0]
+            return (f"{len(bad_tiles)} of {tiles_m * tiles_n} output tiles are wrong, the first at tile row "
+                    f"{first[0]}, column {first[1]}: look at the offsets of A's and B's tiles for that tile.")
+        return ("Every tile is wrong: look at the offsets of A's and B's tiles in GM (element (i, j) of a "
+                "matrix with K columns is at i * K + j) and at copy_strips' row stride.")
+
+    return causes
+
+
+_CASES = [  # (m, k, n, tiling, block_dim): one tile, 1x1x1, full tiles in a 3x2 grid, sizes that are no
+    # multiple of 16, a K tail, edge tiles in both directions, several blocks (round-robin over the tiles)
+    (16, 16, 16, MatmulTiling(16, 16, 16, 1), 1), (1, 1, 1, MatmulTiling(16, 16, 16, 2), 1),
+    (96, 64, 64, MatmulTiling(32, 32, 32, 2), 1),
+    (37, 50, 29, MatmulTiling(32, 32, 32, 2), 1), (64, 96, 64, MatmulTiling(64, 64, 32, 2), 1),
+    (100, 200, 150, MatmulTiling(64, 32, 64, 2), 1), (128, 96, 64, MatmulTiling(64, 64, 32, 2), 2),
+    (100, 70, 150, MatmulTiling(32, 64, 32, 1), 3),
+]
+
+
+def _cases() -> list[tuple]:
+    rng = case_rng("matmul", "random")
+    out = list(_CASES)
+    for _ in range(2):
+        t = MatmulTiling(*(16 * int(rng.integers(1, 5)) for _ in range(3)), int(rng.integers(1, 3)))
+        out.append((int(rng.integers(1, 120)), int(rng.integers(1, 150)), int(rng.integers(1, 120)), t,
+                    int(rng.integers(1, 4))))
+    return out
+
+
+def matmul(kernel) -> None:
+    """Lab 03, exercise 1: ``kernel(a, b, c, m, n, k, tiling)`` computes ``c = a @ b`` (fp16 in, fp32 out)
+    on hidden shapes, tilings and block counts."""
+    __tracebackhide__ = True
+    name = "matmul"
+    cases = _cases()
+    for i, (m, k, n, tiling, bd) in enumerate(cases):
+        rng = fixed_rng(name, i) if i < len(_CASES) else case_rng(name, i)
+        a = rng.standard_normal((m, k)).astype(np.float16)
+        b = rng.standard_normal((k, n)).astype(np.float16)
+        c = np.full((m, n), np.nan, np.float32)
+        case = {"m": m, "k": k, "n": n, "tiling": f"{tiling.base_m}x{tiling.base_n}x{tiling.base_k}",
+                "buffer_num": tiling.buffer_num, "block_dim": bd}
+        run_kernel(name, kernel, bd, a, b, c, m, n, k, tiling, case=case)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        mm = mismatch(c, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+        if mm is not None:
+            raise CheckFailed(name, f"on [{describe(case)}] {mm.where()}; {mm.example()}. "
+                                    + _causes(c, a, b, m, n, k, tiling)(mm))
+    passed(name, f"{len(cases)} hidden shapes (1x1x1, sizes that are no multiple of 16, K tails, edge tiles, "
+                 f"several blocks)")
+
+
+UTILIZATION_TARGET = 0.35
+TARGET_SHAPE = (1024, 1024, 1024)
+
+
+def matmul_tiling(tiling, kernel) -> None:
+    """Lab 03, exercise 2: with ``tiling`` (a MatmulTiling, or a function returning one), the learner's
+    ``kernel`` reaches the Cube utilisation target on 1024 x 1024 x 1024 fp16 -> fp32 (one core)."""
+    __tracebackhide__ = True
+    name = "matmul_tiling"
+    if callable(tiling) and not isinstance(tiling, MatmulTiling):
+        tiling = call_learner(name, tiling)
+    if not isinstance(tiling, MatmulTiling):
+        raise CheckFailed(name, f"expected a MatmulTiling(base_m, base_n, base_k, buffer_num), got {tiling!r}")
+    m, k, n = TARGET_SHAPE
+    rng = fixed_rng(name, "target")
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float32)
+    case = {"m": m, "k": k, "n": n, "tiling": f"{tiling.base_m}x{tiling.base_n}x{tiling.base_k}",
+            "buffer_num": tiling.buffer_num}
+    try:
+        prof = launch(kernel, 1, a, b, c, m, n, k, tiling).profile
+    except NpuSimError as e:
+        raise CheckFailed(name, f"the tiling {tiling} does not run with your kernel: {type(e).__name__}: {e}") from None
+    except Exception:  # noqa: BLE001 - run it the checked way for the learner-facing message
+        prof = run_kernel(name, kernel, 1, a, b, c, m, n, k, tiling, case=case).profile
+    if not np.allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-2):
+        raise CheckFailed(name, f"on [{describe(case)}] your kernel's result is wrong: pass check.matmul first")
+    u = prof.mac_utilization
+    if u < UTILIZATION_TARGET:
+        intensity = tiling.base_m * tiling.base_n / (2 * (tiling.base_m + tiling.base_n))
+        raise CheckFailed(name, f"{tiling} reaches {u:.1%} Cube utilisation ({prof.time_us:.0f} us; the critical "
+                                f"pipe is {prof.critical_pipe}, MTE2 busy {prof.pipe_ratio.get('mte2', 0):.0%}, "
+                                f"Cube busy {prof.pipe_ratio.get('cube', 0):.0%}); the target is "
+                                f"{UTILIZATION_TARGET:.0%}. This tile loads {intensity:.1f} MACs per byte; the "
+                                f"Cube would need 64 to never wait for MTE2. A bigger base_m x base_n reuses each "
+                                f"loaded byte more, up to what L0C holds (buffer_num x base_m x base_n x 4 B of "
+                                f"128 KB).")
+    passed(name, f"{tiling}: {u:.1%} Cube utilisation on {m}x{k}x{n} fp16 with your kernel")
