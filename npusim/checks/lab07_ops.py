@@ -286,7 +286,7 @@ def qmatmul_inference(infer_shape, infer_dtype) -> None:
             except NotFinished:
                 raise
             except CheckFailed as e:
-                raise CheckFailed(name, f"on [{describe(case)}] ({what}): {e.message}. Refuse a call that "
+                raise CheckFailed(name, f"on [{describe(case)}] ({what}): {e.message.rstrip('.')}. Refuse a call that "
                                         f"cannot work with ctx.fail('...'), which raises the OpError every "
                                         f"caller expects") from None
             except Exception as e:  # noqa: BLE001 - e.g. an IndexError from a 1-D shape

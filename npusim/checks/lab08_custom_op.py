@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..course.tracebacks import innermost_learner_site, is_unfinished
+from ..tracebacks import innermost_learner_site, is_unfinished
 from ._core import CheckFailed, NotFinished, call_learner, case_rng, compare, describe, fixed_rng, passed
 from .lab08_torch import _torch
 
