@@ -58,12 +58,12 @@ HINTS = {
 
 
 # --- exercise 4: your own torch.library operator -------------------------------------------------------
-_SHAPES = [(1, 1, 1), (6, 5, 4), (33, 17, 20), (2, 40, 64)]   # (m, k, n)
+_SHAPES = [(1, 1, 1), (33, 17, 20), (2, 40, 64)]   # (m, k, n); opcheck adds 6x5 @ 5x4
 
 
 def _cases() -> list[tuple[int, int, int]]:
     rng = case_rng("custom_op", "random")
-    return list(_SHAPES) + [tuple(int(v) for v in rng.integers(1, 48, 3)) for _ in range(2)]
+    return list(_SHAPES) + [tuple(int(v) for v in rng.integers(1, 48, 3))]
 
 
 def _tensors_on(obj: Any, depth: int = 0) -> bool:
