@@ -45,5 +45,5 @@ from .custom_ops import conv2d, fresh_namespace, linear, matmul  # noqa: E402
 from .memory import SavedTensorMeter  # noqa: E402
 from .modules import NPUConv2d, NPULinear, swap_modules  # noqa: E402
 
-__all__ = ["TorchNotInstalledError", "conv2d", "matmul", "linear", "fresh_namespace", "NPUConv2d", "NPULinear", "swap_modules",
-           "SavedTensorMeter", "record", "Recording", "Launch", "options"]
+__all__ = ["TorchNotInstalledError", "conv2d", "matmul", "linear", "fresh_namespace", "NPUConv2d", "NPULinear",
+           "swap_modules", "SavedTensorMeter", "record", "Recording", "Launch", "options"]
