@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
+from ..errors import UsageError
 from .graph import Graph
 from .schedule import Event
 from .system import SystemConfig
@@ -57,6 +59,17 @@ class ModelProfile:
     shapes: dict[str, tuple] = field(default_factory=dict, repr=False)
     dtypes: dict[str, np.dtype] = field(default_factory=dict, repr=False)
     label: str = "model"
+    execution: Any = field(default=None, repr=False, compare=False)
+    """The :class:`~npusim.model.runner.Execution` this was scheduled from (None for a hand-made profile)."""
+
+    def with_system(self, system: SystemConfig, label: str | None = None) -> "ModelProfile":
+        """The same inference timed for another host, PCIe link or launch overhead (``system``; the NPU
+        itself unchanged): its kernels are not simulated again, only placed on a new timeline."""
+        from .runner import schedule
+
+        if self.execution is None:
+            raise UsageError("this profile was not made by run_model: it has no kernels to re-time")
+        return schedule(self.execution, system, label=self.label if label is None else label)
 
     # --- time --------------------------------------------------------------------------------------
     @property
