@@ -65,11 +65,9 @@ class ModelProfile:
     def with_system(self, system: SystemConfig, label: str | None = None) -> "ModelProfile":
         """The same inference timed for another host, PCIe link or launch overhead (``system``; the NPU
         itself unchanged): its kernels are not simulated again, only placed on a new timeline."""
-        from .runner import schedule
-
         if self.execution is None:
             raise UsageError("this profile was not made by run_model: it has no kernels to re-time")
-        return schedule(self.execution, system, label=self.label if label is None else label)
+        return self.execution.schedule(system, label=self.label if label is None else label)
 
     # --- time --------------------------------------------------------------------------------------
     @property

@@ -17,7 +17,8 @@ def _in_notebook() -> bool:
 
 
 class Progress:
-    """``step(what)`` after each of ``total`` items, ``close(done)`` at the end; nothing when not ``enabled``."""
+    """``step(what)`` as each of ``total`` items starts, ``close(summary)`` at the end; nothing when not
+    ``enabled``."""
 
     WIDTH = 30
 

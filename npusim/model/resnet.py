@@ -25,7 +25,7 @@ import numpy as np
 
 from .graph import Graph, Node
 from .opset import default_placement
-from .zoo import _bn_params, _conv_w
+from .zoo import _bn_params, _conv_w, load_params
 
 RESNET18_BLOCKS = (2, 2, 2, 2)
 
@@ -143,32 +143,10 @@ def ResNet(blocks: tuple[int, ...] = RESNET18_BLOCKS, width: int = 64, classes: 
 
     model = ResNetModule()
     graph = resnet(blocks, width, classes, seed)
-    _copy_params(model, graph)
+    load_params(model, graph)
     return model.eval()
 
 
 def ResNet18(classes: int = 1000, seed: int = 0):
     """ResNet-18 as a ``torch.nn.Module`` with the parameters of ``resnet18(classes, seed)``."""
     return ResNet(RESNET18_BLOCKS, 64, classes, seed)
-
-
-def _copy_params(model, graph: Graph) -> None:
-    """Load the graph's parameters into the module (node name = the module's path with ``_`` for ``.``)."""
-    import torch
-    import torch.nn as nn
-
-    with torch.no_grad():
-        for path, m in model.named_modules():
-            name = path.replace(".", "_")
-            if not path or name not in graph:
-                continue
-            p = graph.node(name).params
-            if isinstance(m, nn.BatchNorm2d):
-                m.running_mean.copy_(torch.from_numpy(p["mean"]))
-                m.running_var.copy_(torch.from_numpy(p["var"]))
-                m.weight.copy_(torch.from_numpy(p["gamma"]))
-                m.bias.copy_(torch.from_numpy(p["beta"]))
-            elif isinstance(m, (nn.Conv2d, nn.Linear)):
-                m.weight.copy_(torch.from_numpy(p["w"]))
-                if m.bias is not None:
-                    m.bias.copy_(torch.from_numpy(p["b"]))

@@ -81,6 +81,10 @@ class Execution:
     """Wall-clock seconds the simulation took (to show, never part of a figure)."""
     input_name: str = field(default="x")
 
+    def schedule(self, system: SystemConfig | None = None, *, label: str = "") -> ModelProfile:
+        """:func:`schedule` of this execution."""
+        return schedule(self, system, label=label)
+
 
 def execute(graph: Graph, x: np.ndarray, hardware: HardwareConfig | None = None, *,
             activation_dtype: str = "float16", sanitize: str = "error",
@@ -108,6 +112,7 @@ def execute(graph: Graph, x: np.ndarray, hardware: HardwareConfig | None = None,
             continue
         if node.op == "output":
             continue
+        bar.step(node.name)
         in_shapes = [shapes[i] for i in node.inputs]
         in_dtypes = [dtypes[i] for i in node.inputs]
         xs = [vals[i] for i in node.inputs]
@@ -125,7 +130,6 @@ def execute(graph: Graph, x: np.ndarray, hardware: HardwareConfig | None = None,
             steps.append(Step(node.name, node.op, node.placement, tuple(node.inputs), host_flops=float(flops),
                               host_bytes=int(nbytes)))
         vals[node.name] = np.ascontiguousarray(np.asarray(out).astype(dtypes[node.name], copy=False))
-        bar.step(node.name)
     bar.close(f"{len(work)} ops simulated in {time.perf_counter() - t0:.1f} s")
     nbytes = {name: int(np.prod(s, dtype=np.int64)) * dtypes[name].itemsize for name, s in shapes.items()}
     out_name = graph.output.inputs[0]
