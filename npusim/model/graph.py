@@ -166,6 +166,17 @@ class Graph:
             out.append((n.name, what, ", ".join(n.inputs), n.placement if n.op not in ("input", "output") else ""))
         return out
 
+    def census(self) -> str:
+        """How many nodes of each op the graph has, and where they run (a whole network at a glance)."""
+        from ..tables import text_table
+
+        counts: dict[tuple[str, str], int] = {}
+        for n in self.nodes:
+            if n.op not in ("input", "output"):
+                counts[(n.op, n.placement)] = counts.get((n.op, n.placement), 0) + 1
+        rows = [(op, str(k), where) for (op, where), k in counts.items()]
+        return f"{self.name}: {sum(counts.values())} ops\n" + text_table(rows, ("op", "nodes", "runs on"))
+
     def summary(self) -> str:
         from ..tables import text_table
 

@@ -168,9 +168,10 @@ class ModelProfile:
         return [e for e in self.events if e.kind == "kernel" and (node is None or e.node == node)]
 
     def op_rows(self) -> list[dict]:
-        """Per node: where it ran, its launches, device / launch / host / copy time, and for Cube ops the
-        main kernel's ``mac_utilization`` (``kernel_util``) and the op's ``cube ideal / its kernels' time``
-        (``op_util``: layout transforms and a separate ReLU count against it)."""
+        """Per node: where it ran, its launches, device / launch / host / copy time, and for Cube ops their
+        useful work at peak (``cube_ideal_us``), the main kernel's ``mac_utilization`` (``kernel_util``) and
+        the op's ``cube_ideal_us / its kernels' time`` (``op_util``: layout transforms and a separate ReLU
+        count against it)."""
         rows = []
         for node in self.graph.nodes:
             if node.op in ("input", "output"):
@@ -186,6 +187,7 @@ class ModelProfile:
                 "launch_us": sum(e.dur_us for e in evs if e.kind == "launch"),
                 "host_us": sum(e.dur_us for e in evs if e.kind == "host"),
                 "transfer_us": sum(e.dur_us for e in evs if e.kind in ("h2d", "d2h")),
+                "cube_ideal_us": ideal,
                 "kernel_util": main.profile.mac_utilization if main is not None else None,
                 "op_util": ideal / dev if main is not None and dev else None,
             })

@@ -29,9 +29,10 @@ class Progress:
         self._handle = None
         self._closed = not enabled
         if enabled and _in_notebook():
-            from IPython.display import display
+            from IPython.display import Pretty, display
 
-            self._handle = display(self._text("starting"), display_id=True)
+            self._pretty = Pretty
+            self._handle = display(Pretty(self._text("starting")), display_id=True)
 
     def _text(self, what: str) -> str:
         filled = self.WIDTH * self.done // self.total
@@ -40,7 +41,7 @@ class Progress:
 
     def _show(self, text: str, final: bool = False) -> None:
         if self._handle is not None:
-            self._handle.update(text)
+            self._handle.update(self._pretty(text))
         else:
             sys.stderr.write("\r" + text.ljust(100) + ("\n" if final else ""))
             sys.stderr.flush()

@@ -141,8 +141,9 @@ def ResNet(blocks: tuple[int, ...] = RESNET18_BLOCKS, width: int = 64, classes: 
                 x = getattr(self, f"layer{i + 1}")(x)
             return self.fc(torch.flatten(self.avgpool(x), 1))
 
-    model = ResNetModule()
     graph = resnet(blocks, width, classes, seed)
+    ResNetModule.__name__ = ResNetModule.__qualname__ = graph.name  # capture() names the graph after the class
+    model = ResNetModule()
     load_params(model, graph)
     return model.eval()
 

@@ -14,7 +14,9 @@ instruction of its block 0, so following one launch into its pipes is a click in
 from __future__ import annotations
 
 import os
+from typing import Iterable
 
+from ..errors import UsageError
 from ..views.charts import PIPE_LABELS
 from ..views.trace import TraceBuilder
 from .metrics import ModelProfile, category
@@ -24,8 +26,20 @@ from .schedule import LANES
 TRACKS = {"host": "host ops", "launch": "kernel launches", "PCIe": "PCIe copies", "device": "device kernels"}
 
 
-def add_model(tb: TraceBuilder, profile: ModelProfile, pipes: bool = True) -> int:
-    """Add one inference to a builder; returns the pid of its model process."""
+def _with_pipes(profile: ModelProfile, pipes: bool | Iterable[str]) -> list:
+    """The kernel events whose blocks and pipes are exported: all, none, or those of the named nodes."""
+    if pipes is True or pipes is False:
+        return profile.kernels() if pipes else []
+    names = set(pipes)
+    unknown = names - {n.name for n in profile.graph.nodes}
+    if unknown:
+        raise UsageError(f"pipes= names nodes that are not in the graph: {sorted(unknown)}")
+    return [e for e in profile.kernels() if e.node in names]
+
+
+def add_model(tb: TraceBuilder, profile: ModelProfile, pipes: bool | Iterable[str] = True) -> int:
+    """Add one inference to a builder; returns the pid of its model process. ``pipes``: export every
+    kernel's blocks and pipes (True), none (False), or those of the kernels of the named nodes."""
     pid = tb.process(f"model: {profile.label}", sort_index=0)
     tids = {lane: tb.thread(pid, TRACKS[lane], sort_index=i) for i, lane in enumerate(LANES)}
     launches = [e for e in profile.events if e.kind == "launch"]
@@ -44,19 +58,18 @@ def add_model(tb: TraceBuilder, profile: ModelProfile, pipes: bool = True) -> in
     flows = 0
     for launch, k in zip(launches, profile.kernels()):  # the scheduler adds a launch, then its kernel
         flows += 1
-        _flow(tb, flows, (pid, tids["launch"], launch.start_us, launch.dur_us), (pid, tids["device"], k.start_us,
-                                                                              k.dur_us))
-    if pipes:
-        for e in profile.kernels():
-            tb.add_profile(e.profile, name=e.name, start_us=e.start_us)
-            first = min(e.profile.instructions, key=lambda i: (i.block, i.start), default=None)
-            if first is not None and first.block == 0:
-                flows += 1
-                to_us = e.profile.config.cycles_to_us
-                bpid = tb.process(f"{e.name}: block 0 (core 0)")
-                _flow(tb, flows, (pid, tids["device"], e.start_us, e.dur_us),
-                      (bpid, tb.thread(bpid, PIPE_LABELS[first.pipe]), e.start_us + to_us(first.start),
-                       to_us(first.end - first.start)))
+        _flow(tb, flows, (pid, tids["launch"], launch.start_us, launch.dur_us),
+              (pid, tids["device"], k.start_us, k.dur_us))
+    for e in _with_pipes(profile, pipes):
+        tb.add_profile(e.profile, name=e.name, start_us=e.start_us)
+        first = min(e.profile.instructions, key=lambda i: (i.block, i.start), default=None)
+        if first is not None and first.block == 0:
+            flows += 1
+            to_us = e.profile.config.cycles_to_us
+            bpid = tb.process(f"{e.name}: block 0 (core 0)")
+            _flow(tb, flows, (pid, tids["device"], e.start_us, e.dur_us),
+                  (bpid, tb.thread(bpid, PIPE_LABELS[first.pipe]), e.start_us + to_us(first.start),
+                   to_us(first.end - first.start)))
     tb.other_data["model"] = {"label": profile.label, **profile.metrics()}
     return pid
 
@@ -72,9 +85,11 @@ def _flow(tb: TraceBuilder, fid: int, src: tuple, dst: tuple) -> None:
         tb.events.append(ev)
 
 
-def to_chrome_trace(profile: ModelProfile, path: str | os.PathLike | None = None, *, pipes: bool = True) -> dict:
+def to_chrome_trace(profile: ModelProfile, path: str | os.PathLike | None = None, *,
+                    pipes: bool | Iterable[str] = True) -> dict:
     """The trace dict of one inference (written to ``path`` if given). ``pipes=False`` keeps only the four
-    model tracks (a much smaller file)."""
+    model tracks (a much smaller file); a list of node names keeps the pipes of those nodes' kernels only (a
+    whole network's instructions make a file of many MB)."""
     tb = TraceBuilder()
     add_model(tb, profile, pipes)
     return tb.write(path) if path is not None else tb.to_dict()
