@@ -50,12 +50,16 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     """
     cfg = get_config(config)
     if not isinstance(block_dim, (int, np.integer)) or block_dim < 1 or block_dim > 65535:
-        raise UsageError(f"block_dim must be an int in 1..65535, got {block_dim!r}")
+        raise UsageError(f"block_dim must be an int in 1..65535, got {block_dim!r}",
+                         hint="launch(kernel, block_dim, *args): block_dim is the number of blocks, before the "
+                              "kernel's arguments")
     block_dim = int(block_dim)
     try:
         bound = inspect.signature(kernel_fn).bind(*args, **kwargs)
     except TypeError as e:
-        raise UsageError(f"arguments do not match {getattr(kernel_fn, '__name__', 'kernel')}: {e}") from None
+        name = getattr(kernel_fn, "__name__", "kernel")
+        raise UsageError(f"arguments do not match {name}: {e}",
+                         hint=f"pass {name}{inspect.signature(kernel_fn)}'s arguments after block_dim") from None
     bound.apply_defaults()  # so that a keyword given after a skipped default keeps its own place
     check = sanitize != "off"
     gm: dict[str, GmBuffer] = {}

@@ -35,11 +35,10 @@ def internals_shown() -> bool:
 
 
 def _ipython():
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython comes with every notebook
-        return None
-    return get_ipython()
+    """The running IPython shell, without importing IPython where nobody has (plain Python scripts)."""
+    ipython = sys.modules.get("IPython")
+    get = getattr(ipython, "get_ipython", None)
+    return get() if get is not None else None
 
 
 def cell_label(filename: str) -> str | None:
@@ -51,9 +50,9 @@ def cell_label(filename: str) -> str | None:
         named = ip.compile.format_code_name(filename)
     except Exception:  # noqa: BLE001 - an older or foreign shell: no cell names
         return None
-    if not named:
+    if not named or not str(named[1]).startswith("In["):
         return None
-    return named[1].replace("In[", "In [")
+    return "In [" + str(named[1])[3:]
 
 
 def site(filename: str, lineno: int) -> str:

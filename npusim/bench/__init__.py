@@ -7,8 +7,9 @@ import the code they measure; nothing below this package imports it.
 
 Each case prints one JSON object per line: ``kernel``, ``sim_s`` (median wall seconds per launch with
 numerics, timing and sanitizer on), ``numpy_s`` (median of the numpy floor), ``ratio = sim_s / numpy_s``,
-``instructions``, ``sim_cycles``, and the targets. Simulator and floor runs alternate, so that a noisy,
-shared machine slows both alike; compare the ratio, not the seconds.
+``instructions``, ``sim_cycles``, and the targets (``initcheck``: what initialisation tracking costs).
+Simulator and floor runs alternate, so that a noisy, shared machine slows both alike; compare the ratio,
+not the seconds.
 """
 
 from __future__ import annotations
@@ -32,8 +33,13 @@ def case(name: str):
     return deco
 
 
+#: The simulation :func:`measure` timed last (the ``initcheck`` case times it again, with initcheck off).
+LAST_SIM: list[Callable[[], object]] = []
+
+
 def measure(sim: Callable[[], object], floor: Callable[[], object] | None, repeat: int) -> tuple[float, float, object]:
     """Median seconds of ``sim`` and ``floor`` over ``repeat`` alternating runs after one warm-up each."""
+    LAST_SIM[:] = [sim]
     result = sim()
     if floor:
         floor()

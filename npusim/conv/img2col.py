@@ -144,8 +144,7 @@ class KernelImg2col:
             k_base = (ci0 // g.c0) * g.kk * g.c0                 # where they start in FRACTAL_Z's K
             for k0 in range(0, k_block, t.k_tile):
                 kt = min(t.k_tile, k_block - k0)
-                self.mmad_step(self.acc, x_l1, (hi - lo, pad_top, pad_bottom, ceil_div(cc, g.c0) * g.c0), m0, mt,
-                               k0, k_base + k0, kt, co0, cb, first)
+                self.mmad_step(self.acc, x_l1, band, k, m0, mt, k0, k_base + k0, kt, co0, cb, first)
                 first = False
         if k == len(self.cins) - 1:
             self.q_acc.enque(self.acc)
@@ -154,17 +153,12 @@ class KernelImg2col:
                        col0=co0)
             self.q_acc.free_tensor(acc)
 
-    def mmad_step(self, acc, x_l1, image, m0, mt, k0, kw0, kt, co0, cb, first) -> None:
+    def mmad_step(self, acc, x_l1, band, k: int, m0, mt, k0, kw0, kt, co0, cb, first) -> None:
         """One K step: im2col columns ``k0..k0+kt`` of the band image -> L0A (load_data_3d), the matching
         FRACTAL_Z rows from ``kw0`` -> L0B, then one Mmad."""
         g = self.g
-        l1_h, pad_top, pad_bottom, channels = image
         a = self.q_a.alloc_tensor(self.dt)
-        ns.load_data_3d(a, x_l1, ns.LoadData3DParams(
-            l1_h=l1_h, l1_w=g.w, channel_size=channels, kh=g.kh, kw=g.kw,
-            m_extension=round_up(mt, 16), k_extension=kt, m_start=m0, k_start=k0,
-            stride_h=g.sh, stride_w=g.sw, dilation_h=g.dh, dilation_w=g.dw,
-            pad_top=pad_top, pad_bottom=pad_bottom, pad_left=g.pw, pad_right=g.pw))
+        self.load_im2col(a, x_l1, band, k, m0, mt, k0, kt)
         self.q_a.enque(a)
         b = self.q_b.alloc_tensor(self.dt)
         self.load_weights(b, kw0 // g.c0, kt // g.c0, co0 // 16, ceil_div(cb, 16))
@@ -173,6 +167,19 @@ class KernelImg2col:
         ns.mmad(acc, a, b, ns.MmadParams(mt, cb, kt, cmatrix_init_val=first))
         self.q_a.free_tensor(a)
         self.q_b.free_tensor(b)
+
+    def load_im2col(self, a, x_l1, band, k: int, m0: int, mt: int, k0: int, kt: int) -> None:
+        """L0A ``a`` = rows ``m0 .. m0 + mt`` (output positions of the band) x columns ``k0 .. k0 + kt``
+        (of Cin block ``k``) of the im2col matrix, built by MTE1 from the band's image rows in L1 with
+        the padding rows and columns the DMA could not load (they are not in GM)."""
+        g = self.g
+        _, ho0, rows = band
+        lo, hi, pad_top, pad_bottom = self.band_rows(ho0, rows)
+        ns.load_data_3d(a, x_l1, ns.LoadData3DParams(
+            l1_h=hi - lo, l1_w=g.w, channel_size=ceil_div(self.cins[k][1], g.c0) * g.c0, kh=g.kh, kw=g.kw,
+            m_extension=round_up(mt, 16), k_extension=kt, m_start=m0, k_start=k0,
+            stride_h=g.sh, stride_w=g.sw, dilation_h=g.dh, dilation_w=g.dw,
+            pad_top=pad_top, pad_bottom=pad_bottom, pad_left=g.pw, pad_right=g.pw))
 
     def load_weights(self, b, k1_0: int, k1_n: int, n1_0: int, n1_n: int) -> None:
         """The (k1_n x n1_n) fractals of FRACTAL_Z starting at (k1_0, n1_0) into L0B, in ZN order."""

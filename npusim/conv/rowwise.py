@@ -149,7 +149,7 @@ class BandKernel(RowConvKernel):
     def run(self) -> None:
         g, t = self.g, self.t
         self.cins = t.cin_blocks(g)
-        bands = my_items([(n, ho0, rows, wo0, cols) for n, ho0, rows in work_items(g, t.rows)
+        bands = my_items([(n, ho0, rows, wo0, cols) for n, ho0, rows in self.bands()
                           for wo0, cols in t.col_tiles(g)])
         couts = t.cout_blocks(g)
         if len(self.cins) == 1:   # all channels fit: one copy-in per band serves every Cout block
@@ -158,6 +158,10 @@ class BandKernel(RowConvKernel):
             jobs = [(band, [co], k) for band in bands for co in couts for k in range(len(self.cins))]
         self.accs: dict[int, list] = {}
         pipelined(jobs, self.copy_in, self.compute, t.l1_buffers)
+
+    def bands(self) -> list[tuple[int, int, int]]:
+        """The bands of output rows, ``(image, first output row, rows)``, of every block."""
+        return work_items(self.g, self.t.rows)
 
     def copy_in(self, job) -> None:
         raise NotImplementedError

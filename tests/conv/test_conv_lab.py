@@ -1,4 +1,5 @@
-"""npusim.checks.conv_lab (lab 04's hooks around npusim.conv) and the checks of lab 04."""
+"""npusim.checks.conv_lab (lab 04's hooks around npusim.conv) and the premises of lab 04's exercises (its
+checks are tested against their wrong-solution corpus, tests/labs/labcorpus/lab04.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from hypothesis import strategies as st
 import npusim as ns
 import npusim.conv as conv
 from conv_reference import conv2d_numpy
-from npusim import checks as check
 from npusim import formats
 from npusim.conv import ConvGeometry, choose_tiling
-from npusim.checks.conv_lab import (BandConv, ReferenceBand, ZeroWriter, conv2d_float64, explore_tiling,
-                                    run_band_conv)
+from npusim.checks.conv_lab import (SLOTS, BandConv, Im2colConv, Im2colTile, ReferenceBand, ReferenceIm2col,
+                                    ZeroWriter, band_conv, band_conv_args, conv2d_float64, dma_to_nc1hwc0,
+                                    explore_tiling, im2col_conv, im2col_conv_args, run_band_conv, run_im2col_conv)
 
 pytestmark = pytest.mark.conv
 
@@ -34,21 +35,29 @@ def layers(draw):
     return c
 
 
-@FAST
-@given(layers(), st.booleans())
-def test_reference_band_is_the_reuse_kernel(c, bias):
-    """The answer to exercise 1, run through BandConv, is the package's reuse kernel: same output, same
-    bytes, same time."""
+def _layer_args(c: dict, bias: bool, dtype) -> tuple:
+    """(x, w, bias, stride, padding, dilation) of a drawn layer."""
     rng = np.random.default_rng(c["seed"])
-    x = rng.standard_normal((c["n"], c["cin"], c["h"], c["w"])).astype(np.float16)
-    w = rng.standard_normal((c["cout"], c["cin"], c["kh"], c["kw"])).astype(np.float16)
-    b = rng.standard_normal(c["cout"]).astype(np.float16) if bias else None
-    args = (x, w, b, c["stride"], c["padding"], c["dilation"])
-    mine = run_band_conv(ReferenceBand, *args, out_dtype="float32")
-    ref = conv.run_reuse(*args, out_dtype="float32")
+    x = rng.standard_normal((c["n"], c["cin"], c["h"], c["w"])).astype(dtype)
+    w = rng.standard_normal((c["cout"], c["cin"], c["kh"], c["kw"])).astype(dtype)
+    b = rng.standard_normal(c["cout"]).astype(dtype) if bias else None
+    return x, w, b, c["stride"], c["padding"], c["dilation"]
+
+
+def _same_run(mine, ref) -> None:
+    """Two launches of the same kernel: same output, same bytes on every path, same time."""
     np.testing.assert_array_equal(mine.output, ref.output)
     assert mine.profile.path_bytes == ref.profile.path_bytes
     assert mine.profile.total_cycles == ref.profile.total_cycles
+
+
+@FAST
+@given(layers(), st.booleans())
+def test_reference_band_is_the_reuse_kernel(c, bias):
+    """The answer to exercise 1, run through BandConv, is the package's reuse kernel."""
+    args = _layer_args(c, bias, np.float16)
+    mine = run_band_conv(ReferenceBand, *args, out_dtype="float32")
+    _same_run(mine, conv.run_reuse(*args, out_dtype="float32"))
     np.testing.assert_allclose(mine.output, conv2d_float64(*args), rtol=1e-5, atol=1e-3)
 
 
@@ -67,9 +76,7 @@ def test_band_hooks_report_mistakes():
 
     class TooMany(ReferenceBand):
         def load_band(self, copies, band):
-            for j in range(self.g.kw):
-                for row in range(self.slots + 1):
-                    self.load_row(copies, band, j, row)
+            self.load_row(copies, band, 0, self.slots, 0)
 
     class BadRow(ReferenceBand):
         def band_row(self, r, i):
@@ -77,14 +84,24 @@ def test_band_hooks_report_mistakes():
 
     class BadTap(ReferenceBand):
         def load_band(self, copies, band):
-            self.load_row(copies, band, self.g.kw, 0)
+            self.load_row(copies, band, self.g.kw, 0, 0)
 
-    with pytest.raises(ns.UsageError, match="holds"):
-        run_band_conv(TooMany, x, w, None, 1, 1)
-    with pytest.raises(ns.UsageError, match="band_row"):
-        run_band_conv(BadRow, x, w, None, 1, 1)
-    with pytest.raises(ns.UsageError, match="width tap"):
-        run_band_conv(BadTap, x, w, None, 1, 1)
+    class OutsideThePadding(ReferenceBand):
+        def load_band(self, copies, band):
+            self.load_row(copies, band, 0, 0, -1)
+
+    class LongBand(ReferenceBand):
+        def output_bands(self):
+            return [(0, 0, self.g.ho + 1)]
+
+    class NotAList(ReferenceBand):
+        def output_bands(self):
+            return 3
+
+    for cls, words in ((TooMany, "holds"), (BadRow, "band_row"), (BadTap, "width tap"),
+                       (OutsideThePadding, "padded input has rows"), (LongBand, "does not fit"), (NotAList, "list")):
+        with pytest.raises(ns.UsageError, match=words):
+            run_band_conv(cls, x, w, None, 1, 1)
     with pytest.raises(NotImplementedError):
         run_band_conv(BandConv, x, w, None, 1, 1)
     with pytest.raises(ns.UsageError):
@@ -92,6 +109,52 @@ def test_band_hooks_report_mistakes():
     g = ConvGeometry.of(x.shape, w.shape, 1, 1)
     with pytest.raises(ns.UsageError, match="reuse"):
         run_band_conv(ReferenceBand, x, w, None, 1, 1, tiling=choose_tiling(g, None, "layout"))
+
+
+def test_band_trace_records_what_the_kernel_did():
+    x = np.random.default_rng(0).standard_normal((1, 8, 9, 6)).astype(np.float16)
+    w = np.random.default_rng(1).standard_normal((8, 8, 3, 3)).astype(np.float16)
+    g = ConvGeometry.of(x.shape, w.shape, 2, 1)
+    t = choose_tiling(g, None, "reuse").replace(rows=2)
+    trace: dict = {}
+    args, g, t = band_conv_args(ReferenceBand, x, w, None, 2, 1, tiling=t, trace=trace)
+    ns.launch(band_conv, 1, *args)
+    assert trace["bands"] == [(0, 0, 2), (0, 2, 2), (0, 4, 1)]
+    band, loads = trace["loads"][1]
+    assert tuple(band[:3]) == (0, 2, 2)
+    assert sorted(loads) == [(j, s, 4 + s) for j in range(3) for s in range(g.in_rows(2))]
+    assert trace["reads"][(0, 4, 1)] == {(0, 0): 0, (0, 1): 1, (0, 2): 2}
+
+
+@FAST
+@given(layers(), st.booleans(), st.sampled_from(["float16", "float32"]))
+def test_reference_im2col_is_the_img2col_kernel(c, bias, dtype):
+    """The answer to exercise 3, run through Im2colConv, is the package's img2col kernel (same output, bytes
+    and time), and every tile it builds is the tile the check's reference computes."""
+    args = _layer_args(c, bias, dtype)
+    _same_run(run_im2col_conv(ReferenceIm2col, *args, out_dtype="float32"), conv.run_img2col(*args, out_dtype="float32"))
+    trace: dict = {}
+    launch_args, _, _ = im2col_conv_args(ReferenceIm2col, *args, out_dtype="float32", trace=trace)
+    ns.launch(im2col_conv, 1, *launch_args)
+    assert "tile" not in trace and isinstance(trace["current"], Im2colTile)
+
+
+def test_im2col_trace_keeps_the_first_wrong_tile():
+    class NoPadding(ReferenceIm2col):
+        def load_3d(self, a, x_l1, tile):
+            ns.load_data_3d(a, x_l1, self.expected_params(tile)._replace(pad_top=0, pad_bottom=0))
+
+    x = np.random.default_rng(0).standard_normal((1, 16, 8, 8)).astype(np.float16)
+    w = np.random.default_rng(1).standard_normal((16, 16, 3, 3)).astype(np.float16)
+    trace: dict = {}
+    args, _, _ = im2col_conv_args(NoPadding, x, w, None, 1, 1, trace=trace)
+    ns.launch(im2col_conv, 1, *args)
+    tile, params, image, got = trace["tile"]
+    assert tile.ho0 == 0 and params.pad_top == 1
+    with pytest.raises(NotImplementedError):
+        run_im2col_conv(Im2colConv, x, w, None, 1, 1)
+    with pytest.raises(ns.UsageError, match="Im2colConv"):
+        run_im2col_conv(ReferenceBand, x, w, None, 1, 1)
 
 
 @pytest.mark.parametrize("variant", conv.VARIANTS)
@@ -139,99 +202,53 @@ def test_zero_writer(dtype, count):
     assert (out[:count] == 0).all() and (out[count:] == 7).all()
 
 
-# --- the checks of lab 04 (marker lab04) ---------------------------------------------------------------
-
-SLOTS = 2048
-
-
-@ns.kernel
-def dma_transform(x, x5, n: int, c: int, h: int, w: int) -> None:
-    isz = x.dtype.itemsize
-    c0 = 32 // isz
-    c1 = -(-c // c0)
-    hw = h * w
-    pipe = ns.TPipe()
-    q = ns.TQueBind(ns.TPosition.VECIN, ns.TPosition.VECOUT)
-    pipe.init_buffer(q, 2, SLOTS * 32)
-    zeros = ZeroWriter(pipe, x.dtype)
-    for b in range(n):
-        if c % c0:
-            zeros(x5[(b * c1 + c1 - 1) * hw * c0:], hw * c0)
-        for ch in range(c):
-            src = (b * c + ch) * hw
-            dst = (b * c1 + ch // c0) * hw * c0 + ch % c0
-            for p0 in range(0, hw, SLOTS):
-                cnt = min(SLOTS, hw - p0)
-                t = q.alloc_tensor(x.dtype)
-                ns.data_copy_pad(t, x[src + p0:], ns.DataCopyExtParams(cnt, isz, 0, 0))
-                q.enque(t)
-                t = q.deque()
-                ns.data_copy_pad(x5[dst + p0 * c0:], t, ns.DataCopyExtParams(cnt, isz, 0, (c0 - 1) * isz))
-                q.free_tensor(t)
-
+# --- lab 04's reference transform and the premises of its exercises (marker lab04) -----------------------
 
 @pytest.mark.lab04
 def test_dma_transform_is_exact_on_a_big_plane():
     x = np.random.default_rng(0).standard_normal((1, 5, 50, 47)).astype(np.float16)   # H*W > SLOTS
+    assert 50 * 47 > SLOTS
     want = formats.nchw_to_nc1hwc0(x)
-    out = ns.launch(dma_transform, 1, x, np.full(want.shape, np.nan, np.float16), *x.shape)["x5"]
+    out = ns.launch(dma_to_nc1hwc0, 1, x, np.full(want.shape, np.nan, np.float16), *x.shape)["x5"]
     np.testing.assert_array_equal(out, want)
 
 
 @pytest.mark.lab04
-def test_lab04_checks_accept_the_solutions(capsys):
-    check.conv_reuse(ReferenceBand)
-    check.nc1hwc0_transform(dma_transform)
-    g = ConvGeometry.of((1, 128, 28, 28), (128, 128, 3, 3), 1, 1)
-    check.conv_tiling(lambda: choose_tiling(g).replace(rows=4))
-    out = capsys.readouterr().out
-    assert out.count("PASSED") == 3
+def test_the_tiling_exercise_has_m_padding_to_remove():
+    """Exercise 4 of lab 04 asks for a tiling 3 % faster than the img2col default on TILING_LAYER; the lever
+    is M padding. If the default stops padding M on this layer, the exercise needs another layer."""
+    from npusim.checks._lab04_diagnosis import _m_padding
+    from npusim.checks.lab04_conv import TILING_LAYER
+
+    xs, ws, stride, pad = TILING_LAYER
+    g = ConvGeometry.of(xs, ws, stride, pad)
+    computed, real, odd = _m_padding(choose_tiling(g, None, "img2col"), g)
+    assert computed > real and odd, "the default img2col tiling of TILING_LAYER no longer pads M: change the layer"
+    assert _m_padding(choose_tiling(g, None, "img2col").replace(rows=4, m_tile=112), g)[:2] == (real, real)
 
 
 @pytest.mark.lab04
-def test_lab04_checks_reject_wrong_answers():
-    class NoStride(ReferenceBand):
-        def band_row(self, r, i):
-            return r + i
+def test_the_explorer_starts_where_every_single_move_is_legal():
+    """Every slider of lab 04's explorer, moved alone from its start value, gives a tiling that fits."""
+    import ast
 
-    class Twice(ReferenceBand):              # correct, but loads every row twice
-        def load_band(self, copies, band):
-            super().load_band(copies, band)
-            super().load_band(copies, band)
+    from pathlib import Path
 
-    with pytest.raises(check.CheckFailed, match="elements are wrong"):
-        check.conv_reuse(NoStride)
-    with pytest.raises(check.CheckFailed, match="once per width tap"):
-        check.conv_reuse(Twice)
-    with pytest.raises(check.CheckFailed, match="not finished"):
-        check.conv_reuse(BandConv)
-    with pytest.raises(check.CheckFailed, match="BandConv"):
-        check.conv_reuse(42)
+    import nbformat
 
-    @ns.kernel
-    def no_padding(x, x5, n, c, h, w):       # forgets the zero padding channels
-        isz = x.dtype.itemsize
-        c0 = 32 // isz
-        c1 = -(-c // c0)
-        pipe = ns.TPipe()
-        q = ns.TQueBind(ns.TPosition.VECIN, ns.TPosition.VECOUT)
-        pipe.init_buffer(q, 2, SLOTS * 32)
-        for b in range(n):
-            for ch in range(c):
-                t = q.alloc_tensor(x.dtype)
-                ns.data_copy_pad(t, x[(b * c + ch) * h * w:], ns.DataCopyExtParams(h * w, isz, 0, 0))
-                q.enque(t)
-                t = q.deque()
-                ns.data_copy_pad(x5[(b * c1 + ch // c0) * h * w * c0 + ch % c0:], t,
-                                 ns.DataCopyExtParams(h * w, isz, 0, (c0 - 1) * isz))
-                q.free_tensor(t)
-
-    with pytest.raises(check.CheckFailed, match="never written"):
-        check.nc1hwc0_transform(no_padding)
-    g = ConvGeometry.of((1, 128, 28, 28), (128, 128, 3, 3), 1, 1)
-    with pytest.raises(check.CheckFailed, match="1 % faster"):
-        check.conv_tiling(choose_tiling(g))
-    with pytest.raises(check.CheckFailed, match="does not run"):
-        check.conv_tiling(choose_tiling(g).replace(rows=28, m_tile=256, k_tile=512))
-    with pytest.raises(check.CheckFailed, match="ConvTiling"):
-        check.conv_tiling(lambda: "rows=4")
+    nb = nbformat.read(Path(__file__).resolve().parents[2] / "solutions" / "04_conv2d.ipynb", as_version=4)
+    src = next(c.source for c in nb.cells if c.cell_type == "code" and "views.Explorer(" in c.source)
+    sliders = {}
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("choice", "int_choice"):
+            name, options = ast.literal_eval(node.args[0]), node.args[1]
+            values = list(conv.VARIANTS) if isinstance(options, ast.Call) else ast.literal_eval(options)
+            start = ast.literal_eval(next(k.value for k in node.keywords if k.arg == "value"))
+            sliders[name] = (values, start)
+    assert set(sliders) == {"variant", "dtype", "rows", "cols", "cin_block", "cout_block"}
+    start = {k: v[1] for k, v in sliders.items()}
+    for name, (values, _) in sliders.items():
+        for v in values:
+            s = dict(start, **{name: v})
+            g = ConvGeometry.of((1, 64, 56, 56), (64, 64, 3, 3), 1, 1, 1, s["dtype"])
+            explore_tiling(g, s["variant"], s["rows"], s["cols"], s["cin_block"], s["cout_block"])   # raises if not

@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from fabricate import COPY, PEAK, ROOT, class_of, lab, solve, solution, write
+from fabricate import COPY, PEAK, PREDICT, ROOT, TRY_COPY, class_of, lab, solve, solution, write
 from npusim.cli import main as cli
 from npusim.course.grading import (CellRun, RunResult, lab_from_ids, lab_from_name, learner_name, load_labs,
                                    restore_checks, score)
@@ -28,18 +28,19 @@ CELL_TIMEOUT = 8  # seconds; the endless loop costs two of these (its cell, then
 
 # learner -> (lab, points per check, status)
 EXPECTED = {
-    "alice": ("01_vector_add", {"check-vector-add": 1, "check-vector-add-fast": 1}, "ok"),
-    "bob": ("01_vector_add", {"check-vector-add": 0, "check-vector-add-fast": 0}, "ok"),
+    "alice": ("01_vector_add", {"check-vector-add": 1, "check-vector-add-fast": 1, "check-block-range": 1}, "ok"),
+    "bob": ("01_vector_add", {"check-vector-add": 0, "check-vector-add-fast": 0, "check-block-range": 0}, "ok"),
     "carol": ("00_tour", {"check-peak-tflops": 1, "check-copy-cycles": 0}, "ok"),
-    "dave": ("01_vector_add", {"check-vector-add": 1, "check-vector-add-fast": 0}, "ok"),
+    "dave": ("01_vector_add", {"check-vector-add": 1, "check-vector-add-fast": 0, "check-block-range": 0}, "ok"),
     "erin": ("00_tour", {"check-peak-tflops": 0, "check-copy-cycles": 1}, "ok"),
     "frank": ("00_tour", {"check-peak-tflops": 1, "check-copy-cycles": 0}, "timeout"),
-    "grace": ("01_vector_add", {"check-vector-add": 0, "check-vector-add-fast": 0}, "invalid-notebook"),
+    "grace": ("01_vector_add", {"check-vector-add": 0, "check-vector-add-fast": 0, "check-block-range": 0},
+              "invalid-notebook"),
     "heidi": ("00_tour", {"check-peak-tflops": 1, "check-copy-cycles": 0}, "kernel-died"),
     "ivan": ("00_tour", {"check-peak-tflops": 1, "check-copy-cycles": 1}, "ok"),
     "judy": ("00_tour", {"check-peak-tflops": 1, "check-copy-cycles": 0}, "ok"),
 }
-CHECKS = ["check-peak-tflops", "check-copy-cycles", "check-vector-add", "check-vector-add-fast"]
+CHECKS = ["check-peak-tflops", "check-copy-cycles", "check-vector-add", "check-vector-add-fast", "check-block-range"]
 
 
 def _sha(path: Path) -> str:
@@ -89,7 +90,7 @@ def test_submissions_are_byte_identical_afterwards(graded):
 
 
 def test_gradebook_columns(graded):
-    assert graded["header"] == ["learner", "lab", "file", *CHECKS, "total", "max", "status", "reason", "seconds"]
+    assert graded["header"] == ["learner", "lab", "file", *CHECKS, "total", "max", "status", "reason", "flags", "seconds"]
     for row in graded["rows"]:
         assert float(row["seconds"]) < 60, row
 
@@ -117,14 +118,15 @@ def test_feedback_holds_the_learner_facing_messages(graded):
     files = sorted(p.stem for p in fb.glob("*.md"))
     assert files == sorted(EXPECTED), "one feedback file per learner"
     text = {p.stem: p.read_text(encoding="utf-8") for p in fb.glob("*.md")}
-    assert "[vector_add] on [total=1, tile=256, block_dim=1, dtype=float16] 1 of 1 elements are wrong" in text["bob"]
+    assert "[vector_add] on [total=1, tile=256, block_dim=1, buffer_num=1, dtype=float16] all 1 elements are wrong" in text["bob"]
+    assert "y's tile is copied from x" not in text["bob"] and "x's tile is copied from y" in text["bob"]
     assert "[copy_cycles] not finished yet" in text["carol"]
     assert "[vector_add_fast] not finished yet" in text["dave"]
     assert "[peak_tflops] for the config 'a2'" in text["erin"] and "got 7.3728" in text["erin"]
     assert "NameError: name 'copy_cycles' is not defined" in text["judy"]
     assert "did not finish within the 8 s cell time limit" in text["frank"]
     assert "kernel" in text["heidi"] and "1 of 2 points" in text["heidi"]
-    assert "2 of 2 points" in text["alice"] and "PASSED vector_add_fast" in text["alice"]
+    assert "3 of 3 points" in text["alice"] and "PASSED vector_add_fast" in text["alice"]
     for learner, body in text.items():
         assert "Traceback" not in body, learner
         assert "site-packages" not in body and "/npusim/" not in body and 'File "' not in body, learner
@@ -132,7 +134,7 @@ def test_feedback_holds_the_learner_facing_messages(graded):
 
 
 def test_check_cells_are_restored_at_their_place():
-    base = solve(lab("00_tour"), "00_tour", PEAK, COPY)
+    base = solve(lab("00_tour"), "00_tour", PEAK, COPY, PREDICT)
     labs = load_labs(ROOT)
     tour = labs["00_tour"]
     order = [c["id"] for c in base.cells]
@@ -145,11 +147,11 @@ def test_check_cells_are_restored_at_their_place():
 
     # the check and the cell before it are gone: it goes after the nearest earlier cell that is left
     gone = copy.deepcopy(base)
-    for cid in ("check-copy-cycles", COPY):
+    for cid in ("check-copy-cycles", TRY_COPY):
         del gone.cells[[c["id"] for c in gone.cells].index(cid)]
     restored, _ = restore_checks(gone, tour)
     ids = [c["id"] for c in restored.cells]
-    assert ids.index("check-copy-cycles") == ids.index(order[order.index(COPY) - 1]) + 1
+    assert ids.index("check-copy-cycles") == ids.index(order[order.index(TRY_COPY) - 1]) + 1
 
     edited = copy.deepcopy(base)
     cell = edited.cells[order.index("check-peak-tflops")]
@@ -246,20 +248,34 @@ def test_unreadable_submissions_still_get_a_row(tmp_path):
     assert sorted(p.stem for p in (tmp_path / "fb").glob("*.md")) == ["kim", "lee", "max", "nobody"]
 
 
-def _grading_processes() -> list[int]:
-    """Processes still running with a grading folder in their environment (a kernel left behind)."""
+def _left_behind(sandboxes) -> list[int]:
+    """Processes still running that carry one of these submissions' sandbox tokens in their environment.
+    Only this run's sandboxes count: other grading runs may be going on on the same machine (and may reuse
+    a user id once this run has released it)."""
+    needles = [f"NPUSIM_GRADE_TOKEN={sb.token}".encode() for sb in sandboxes]
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
-            if b"npusim-grade-" in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
+            env = (entry / "environ").read_bytes()
         except OSError:
             continue
+        if any(n in env for n in needles):
+            found.append(int(entry.name))
     return found
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc to look for leftover kernels")
-def test_notebook_wall_clock_limit_kills_everything(tmp_path):
+def test_notebook_wall_clock_limit_kills_everything(tmp_path, monkeypatch):
+    from npusim.course.grading import sandbox as sandbox_mod
+
+    made = []
+    init = sandbox_mod.Sandbox.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(sandbox_mod.Sandbox, "__init__", spy)
     nb = solve(lab("00_tour"), "00_tour", PEAK)
     next(c for c in nb.cells if c.get("id") == COPY).source = "import time\nwhile True:\n    time.sleep(0.1)"
     path = write(nb, tmp_path / "olga_00_tour.ipynb")
@@ -275,4 +291,5 @@ def test_notebook_wall_clock_limit_kills_everything(tmp_path):
     assert float(row["seconds"]) < 40
     assert _sha(path) == digest
     time.sleep(0.5)
-    assert _grading_processes() == [], "a kernel or pytest of the grader outlived its wall-clock limit"
+    assert made, "the submission ran in a sandbox"
+    assert _left_behind(made) == [], "a kernel or pytest of the grader outlived its wall-clock limit"
