@@ -62,13 +62,18 @@ def maxpool(x, y, planes: int, h: int, w: int, k: int, pad: int, band: int) -> N
     pipe = ns.TPipe()
     q_even, q_odd = ns.TQue(ns.TPosition.VECIN), ns.TQue(ns.TPosition.VECIN)
     q_out = ns.TQue(ns.TPosition.VECOUT)
-    hbuf, first = ns.TBuf(ns.TPosition.VECCALC), ns.TBuf(ns.TPosition.VECCALC)
+    hbuf, shifted, first = (ns.TBuf(ns.TPosition.VECCALC) for _ in range(3))
     pipe.init_buffer(q_even, 2, span * isz)
     pipe.init_buffer(q_odd, 2, span * isz)
     pipe.init_buffer(hbuf, span * isz)
     pipe.init_buffer(q_out, 2, band * wo * 32)
     if k == 3:
-        # once per block: a select mask of the first block of every input row (one bit per element)
+        # once per block: the select below reads whole 256 B repeats of hmax and shifted, past the band's
+        # last row and before the first block: fill both once, so every byte it reads was written
+        pipe.init_buffer(shifted, span * isz)
+        ns.duplicate(hbuf.get(dt), 0.0, span)
+        ns.duplicate(shifted.get(dt), 0.0, span)
+        # and a select mask of the first block of every input row (one bit per element)
         pipe.init_buffer(first, _round_up(span // 8, 32))
         mask = first.get(ns.uint8)
         ns.duplicate(mask, 0, mask.size)
@@ -100,8 +105,9 @@ def maxpool(x, y, planes: int, h: int, w: int, k: int, pad: int, band: int) -> N
         hmax = hbuf.get(dt)
         ns.max(hmax, even, odd, nr * run)
         if k == 3:
-            ns.max(even[slot:], hmax[slot:], odd, (nr * wh - 1) * slot)
-            ns.select(hmax, mask, hmax, even, _round_up(nr * run, 256 // isz))
+            three = shifted.get(dt)
+            ns.max(three[slot:], hmax[slot:], odd, (nr * wh - 1) * slot)
+            ns.select(hmax, mask, hmax, three, _round_up(nr * run, 256 // isz))
         q_even.free_tensor(even)
         q_odd.free_tensor(odd)
         # 3. vertical: rows 2i - pad .. 2i - pad + k - 1 of the plane, clipped to the image
@@ -183,15 +189,16 @@ def _blocks(units: int, cfg: HardwareConfig) -> int:
 
 
 def maxpool_tiling(shape: tuple[int, ...], kernel: int, padding: int, cfg: HardwareConfig) -> tuple[int, int]:
-    """(band, block_dim): output rows per band such that 2 x 2 gather buffers and the horizontal maxima of
-    its ``2 * band - 2 + kernel`` input rows (``W/2`` 32 B blocks each) and 2 output buffers of ``W/2``
-    blocks per output row fit in UB, and a copy has at most 4095 blocks; one unit of work per (plane,
-    band), up to the cores there are."""
+    """(band, block_dim): output rows per band such that 2 x 2 gather buffers and the horizontal maxima (for
+    3 x 3 also the shifted maxima) of its ``2 * band - 2 + kernel`` input rows (``W/2`` 32 B blocks each) and
+    2 output buffers of ``W/2`` blocks per output row fit in UB, and a copy has at most 4095 blocks; one
+    unit of work per (plane, band), up to the cores there are."""
     n, c, h, w = shape
     ho = (h + 2 * padding - kernel) // 2 + 1
     wh = w // 2
     band = ho
-    while band > 1 and (5 * (2 * band - 2 + kernel) * wh * 32 + 2 * band * wh * 32 > cfg.ub_bytes
+    buffers = 4 + (2 if kernel == 3 else 1)  # double-buffered even and odd, the maxima (and the shifted ones)
+    while band > 1 and (buffers * (2 * band - 2 + kernel) * wh * 32 + 2 * band * wh * 32 > cfg.ub_bytes
                         or (2 * band - 2 + kernel) * wh > MAX_BLOCKS):
         band -= 1
     return band, _blocks(n * c * -(-ho // band), cfg)
