@@ -167,9 +167,18 @@ class ModelProfile:
         """Kernel events (of one node, or all), in order."""
         return [e for e in self.events if e.kind == "kernel" and (node is None or e.node == node)]
 
+    def macs(self, node: str) -> int:
+        """Multiply-accumulates of a conv2d or linear node at this batch (its output elements times its
+        weights' fan-in; 0 for other ops): the op's work, whatever kernel computed it."""
+        n = self.graph.node(node)
+        if n.op not in ("conv2d", "linear") or node not in self.shapes:
+            return 0
+        w = n.params["w"]
+        return int(np.prod(self.shapes[node], dtype=np.int64)) * int(np.prod(w.shape[1:], dtype=np.int64))
+
     def op_rows(self) -> list[dict]:
         """Per node: where it ran, its launches, device / launch / host / copy time, and for Cube ops their
-        useful work at peak (``cube_ideal_us``), the main kernel's ``mac_utilization`` (``kernel_util``) and
+        MACs (:meth:`macs`), their useful work at peak (``cube_ideal_us``), the main kernel's ``mac_utilization`` (``kernel_util``) and
         the op's ``cube_ideal_us / its kernels' time`` (``op_util``: layout transforms and a separate ReLU
         count against it)."""
         rows = []
@@ -187,6 +196,7 @@ class ModelProfile:
                 "launch_us": sum(e.dur_us for e in evs if e.kind == "launch"),
                 "host_us": sum(e.dur_us for e in evs if e.kind == "host"),
                 "transfer_us": sum(e.dur_us for e in evs if e.kind in ("h2d", "d2h")),
+                "macs": self.macs(node.name),
                 "cube_ideal_us": ideal,
                 "kernel_util": main.profile.mac_utilization if main is not None else None,
                 "op_util": ideal / dev if main is not None and dev else None,

@@ -94,9 +94,9 @@ def test_resnet18_tells_the_labs_story(story):
     assert after.model_time_us < before.model_time_us / 1.25
     b = after.breakdown_us
     assert max(b, key=b.get) == "launch"
-    # the gap of the story: the biggest convolution kernels run far above the model
-    convs = sorted((r for r in before.op_rows() if r["op"] == "conv2d"), key=lambda r: -r["cube_ideal_us"])
-    assert all(r["kernel_util"] > 10 * before.mac_utilization for r in convs[:5])
+    # the gap of the story: the best convolution kernels run far above the model, before and after
+    best = max(r["kernel_util"] for r in before.op_rows() if r["op"] == "conv2d")
+    assert best > 10 * before.mac_utilization and best > 3 * after.mac_utilization
     assert after.mac_utilization > before.mac_utilization
     # exercise 5: cheap enough launches make the optimised model compute bound, never the captured one
     assert compute_bound_launch_us(before) == 0.0
