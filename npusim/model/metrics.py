@@ -178,9 +178,9 @@ class ModelProfile:
 
     def op_rows(self) -> list[dict]:
         """Per node: where it ran, its launches, device / launch / host / copy time, and for Cube ops their
-        MACs (:meth:`macs`), their useful work at peak (``cube_ideal_us``), the main kernel's ``mac_utilization`` (``kernel_util``) and
-        the op's ``cube_ideal_us / its kernels' time`` (``op_util``: layout transforms and a separate ReLU
-        count against it)."""
+        MACs (:meth:`macs`), their useful work at peak (``cube_ideal_us``), the main kernel's
+        ``mac_utilization`` (``kernel_util``) and the op's ``cube_ideal_us / its kernels' time`` (``op_util``:
+        layout transforms and a separate ReLU count against it)."""
         rows = []
         for node in self.graph.nodes:
             if node.op in ("input", "output"):
