@@ -213,7 +213,16 @@ def conv_reuse(kernel_class) -> None:
         args, g, t = band_conv_args(kernel_class, x, w, None, stride, pad, dil, out_dtype="float32", tiling=t,
                                     trace=trace)
         with _adds(name, _ladder(done, feature) if i < len(_REUSE_CASES) else ""):
-            run = run_kernel(name, band_conv, 1, *args, case=case)
+            try:
+                run = run_kernel(name, band_conv, 1, *args, case=case)
+            except CheckFailed as e:
+                # the sanitizer stops a kernel whose Cube reads L1 rows nobody loaded: say which rows and why
+                diag = why.band_reads(trace, g) if "UninitializedReadError" in e.message else ""
+                if not diag:
+                    raise
+                raise CheckFailed(name, f"on [{describe(case)}] the Cube read band rows that were never loaded "
+                                        f"into L1 (the simulator stopped your kernel: UninitializedReadError). "
+                                        f"{diag}") from None
             rtol, atol = _tolerance(g)
             compare(name, run["y"], conv2d_float64(x, w, None, stride, pad, dil), case, rtol=rtol, atol=atol,
                     causes=lambda mm: why.band_reads(trace, g))

@@ -24,12 +24,12 @@ ROOT_USER = hasattr(os, "geteuid") and os.geteuid() == 0
 
 # learner -> (lab, total, status); in grading order
 CLASS = {
-    "alice": ("01_vector_add", 2, "ok"),          # correct
+    "alice": ("01_vector_add", 3, "ok"),          # correct
     "mallory": ("00_tour", 0, "tampered"),        # deletes checks and a solution
     "oscar": ("00_tour", 0, "tampered"),          # plants a check module passing lab 01
     "trudy": ("00_tour", 0, "tampered"),          # rewrites the grader's pytest plugin
     "carol": ("01_vector_add", 0, "ok"),          # unattempted: the planted checks must not pass it
-    "dave": ("01_vector_add", 2, "ok"),           # correct, graded after every tamperer
+    "dave": ("01_vector_add", 3, "ok"),           # correct, graded after every tamperer
     "sam": ("98_seed", 1, "ok"),                  # the seed lab
 }
 ATTACKS = {"mallory": "delete-checks", "oscar": "fake-check", "trudy": "rewrite-plugin"}
@@ -114,7 +114,7 @@ def test_tamperers_cannot_change_anyone_elses_marks(local, setting):
     rows = local["rows"]
     assert rows["carol"]["check-vector-add"] == "0" and rows["dave"]["check-vector-add-fast"] == "1"
     reason = {name: rows[name]["reason"] for name in ATTACKS}
-    assert "npusim/checks/lab00_01.py" in reason["mallory"] and "course:solutions/01_vector_add.ipynb" in reason[
+    assert "npusim/checks/lab00_tour.py" in reason["mallory"] and "course:solutions/01_vector_add.ipynb" in reason[
         "mallory"]
     assert "npusim/checks/lab01_zfake.py" in reason["oscar"]
     assert "npusim/course/grading/plugin.py" in reason["trudy"]
@@ -144,8 +144,8 @@ def test_summary_per_learner(local):
     rows = list(csv.DictReader((local["out"] / "summary.csv").open(encoding="utf-8")))
     by = {r["learner"]: r for r in rows}
     assert sorted(by) == sorted(CLASS, key=str.casefold)
-    assert (by["dave"]["01_vector_add"], by["dave"]["00_tour"], by["dave"]["total"]) == ("2", "", "2")
-    assert by["dave"]["max"] == "5"                         # 01 (2) + 00 (2) + 98 (1)
+    assert (by["dave"]["01_vector_add"], by["dave"]["00_tour"], by["dave"]["total"]) == ("3", "", "3")
+    assert by["dave"]["max"] == "6"                         # 01 (3) + 00 (2) + 98 (1)
     assert "00_tour: tampered" in by["oscar"]["review"] and by["alice"]["review"] == ""
     assert "| mallory |" in (local["out"] / "summary.md").read_text(encoding="utf-8")
 
@@ -196,7 +196,7 @@ def test_a_detached_process_and_a_loop_ignoring_interrupts(setting):
     old_tmp, tempfile.tempdir = tempfile.tempdir, str(setting["tmp"])
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            cli(["grade", str(path), "--out-dir", str(out), "--root", str(setting["course"]), "--timeout", "4"])
+            cli(["grade", str(path), "--out-dir", str(out), "--root", str(setting["course"]), "--timeout", "15"])
     finally:
         tempfile.tempdir = old_tmp
     row = next(csv.DictReader((out / "gradebook.csv").open(encoding="utf-8")))

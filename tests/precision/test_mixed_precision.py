@@ -1,4 +1,5 @@
-"""npusim.kernels.mixed_precision (lab 05's kernels) and the checks of lab 05."""
+"""npusim.kernels.mixed_precision (lab 05's kernels). The checks of lab 05 are tested by their wrong-solution
+corpus, tests/labs/labcorpus/lab05.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import npusim as ns
-from npusim import checks as check
 from npusim.kernels import mixed_precision as mp
 from npusim.precision import double_thousandth
 
@@ -124,79 +124,3 @@ def test_vector_kernels():
     odd = np.linspace(-2, 2, 37).astype(np.float32)                           # a tail: DataCopyPad
     out = ns.launch(mp.scale_to_half, 1, odd, np.zeros(37, np.float16), 37, 4.0, 16)["g16"]
     np.testing.assert_array_equal(out, (odd * 4).astype(np.float16))
-
-
-# --- the checks of lab 05 ------------------------------------------------------------------------------
-
-def good_bar(actual, expected, floor):
-    a = np.asarray(actual, dtype=np.float64)
-    e = np.asarray(expected, dtype=np.float64)
-    err = np.full(a.shape, np.inf)
-    both = np.isfinite(a) & np.isfinite(e)
-    err[both] = np.abs(a[both] - e[both]) / np.maximum(np.abs(e[both]), floor)
-    err[np.isnan(e) & np.isnan(a)] = 0.0
-    err[np.isinf(e) & (a == e)] = 0.0
-    frac = np.count_nonzero(err > 1e-3) / err.size
-    return frac <= 1e-3, frac, err.max()
-
-
-def test_accuracy_bar_check(capsys):
-    check.accuracy_bar(good_bar)
-    assert "PASSED accuracy_bar" in capsys.readouterr().out
-
-    def strict(a, e, floor):                 # < instead of <=: fails the "exactly at the bar" cases
-        ok, frac, mx = good_bar(a, e, floor)
-        return frac < 1e-3, frac, mx
-
-    def nan_blind(a, e, floor):              # treats NaN = NaN as an error
-        a64, e64 = np.asarray(a, np.float64), np.asarray(e, np.float64)
-        err = np.abs(a64 - e64) / np.maximum(np.abs(e64), floor)
-        err = np.where(np.isnan(err), np.inf, err)
-        frac = np.count_nonzero(err > 1e-3) / err.size
-        return frac <= 1e-3, frac, err.max()
-
-    def no_floor(a, e, floor):
-        return good_bar(a, e, 1e-300)
-
-    for bad in (strict, nan_blind, no_floor):
-        with pytest.raises(check.CheckFailed):
-            check.accuracy_bar(bad)
-
-    def unfinished(a, e, floor):
-        raise NotImplementedError("write it")
-
-    with pytest.raises(check.CheckFailed, match="not finished"):
-        check.accuracy_bar(unfinished)
-
-
-def solution_layer(x16, w16, conv):
-    scale = 1.0
-    while True:
-        y = conv((x16.astype(np.float32) / scale).astype(np.float16), w16, acc_dtype="float32",
-                 out_dtype=np.float16).output
-        if np.isfinite(y).all():
-            return y, scale
-        scale *= 16.0
-
-
-def test_fp16_layer_check(capsys):
-    check.fp16_layer(solution_layer)
-    assert "PASSED fp16_layer" in capsys.readouterr().out
-
-    def naive(x16, w16, conv):
-        return conv(x16, w16, acc_dtype="float16", out_dtype=np.float16, config=mp.FP16_ACC).output, 1.0
-
-    def unscaled(x16, w16, conv):
-        return conv(x16, w16, out_dtype=np.float16).output, 1.0
-
-    def host_only(x16, w16, conv):            # never uses the Cube
-        return mp.conv_reference(x16, w16).astype(np.float16), 1.0
-
-    def fp32_operands(x16, w16, conv):
-        y = conv(x16.astype(np.float32), w16.astype(np.float32), out_dtype=np.float32).output
-        return (y / 16).astype(np.float16), 16.0
-
-    for bad, msg in ((naive, "0.1 %"), (unscaled, "inf"), (host_only, "never called"),
-                     (fp32_operands, "operands")):
-        with pytest.raises(check.CheckFailed, match=msg):
-            check.fp16_layer(bad)
