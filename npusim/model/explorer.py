@@ -111,6 +111,8 @@ class ModelExplorer:
         """Run ``fn(**params)`` and redraw; on an error show it and keep the previous charts."""
         params = self.params
         t0 = time.perf_counter()
+        shown = ", ".join(f"{k}={v!r}" for k, v in params.items())
+        self.status.value = f"<i>running {html.escape(shown)} ...</i>"  # a whole model takes seconds
         try:
             prof = self.fn(**params)
             if not isinstance(prof, ModelProfile):
@@ -123,7 +125,6 @@ class ModelExplorer:
         except Exception as e:  # noqa: BLE001 - shown in the widget; the kernel must not die
             self.last_error = e
             text = str(e) if isinstance(e, NpuSimError) else f"{type(e).__name__}: {e}"
-            shown = ", ".join(f"{k}={v!r}" for k, v in params.items())
             self.status.value = (f"<div style='border-left:4px solid #cf222e;padding:4px 8px;background:#fff5f5'>"
                                  f"<b>{html.escape(type(e).__name__)}</b> with {html.escape(shown)} (charts below "
                                  f"are from the last valid setting)<pre style='white-space:pre-wrap'>"
@@ -131,9 +132,9 @@ class ModelExplorer:
             return False
         self.output.outputs = outputs
         self.table.value = table
-        self.status.value = ""
         self.last_profile, self.last_figures, self.last_error = prof, figs, None
         self.last_seconds = time.perf_counter() - t0
+        self.status.value = f"<small>{html.escape(shown)}: {self.last_seconds:.1f} s</small>"
         self.redraws += 1
         return True
 
