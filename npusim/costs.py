@@ -49,9 +49,21 @@ def gm_dma_cycles_uniform(cfg: HardwareConfig, first_addr: int, count: int, nbyt
                           stride_bytes: int, rate: float) -> float:
     """:func:`gm_dma_cycles` for ``count`` bursts of ``nbytes`` each, ``stride_bytes`` apart (the usual
     strided copy), computed without a Python loop over the bursts. Same formula; blocks that follow each
-    other without a gap (``stride_bytes == nbytes``) are one contiguous burst."""
+    other without a gap (``stride_bytes == nbytes``) are one contiguous burst. Equals
+    ``fixed + weighted / rate`` of :func:`gm_dma_parts`."""
+    fixed, weighted = gm_dma_parts(cfg, first_addr, count, nbytes, stride_bytes)
+    return fixed + weighted / rate
+
+
+def gm_dma_parts(cfg: HardwareConfig, first_addr: int, count: int, nbytes: int,
+                 stride_bytes: int) -> tuple[float, float]:
+    """The two parts of a GM DMA of ``count`` bursts of ``nbytes``, ``stride_bytes`` apart:
+    ``fixed = gm_startup_cycles + bursts * gm_burst_overhead_cycles`` and ``weighted = sum over bursts of
+    ceil(bytes / 32) * 32 / eff`` (bytes, each unaligned burst weighing 1 / 0.7 times its size). At a
+    rate of ``r`` bytes per cycle the DMA takes ``fixed + weighted / r`` (:func:`gm_read_cycles`,
+    :func:`gm_write_cycles`)."""
     if count <= 0:
-        return float(cfg.gm_startup_cycles)
+        return float(cfg.gm_startup_cycles), 0.0
     if count > 1 and stride_bytes == nbytes:  # back-to-back blocks are one contiguous burst
         nbytes, count = nbytes * count, 1
     align = burst_align(cfg, nbytes)
@@ -65,9 +77,32 @@ def gm_dma_cycles_uniform(cfg: HardwareConfig, first_addr: int, count: int, nbyt
         n_aligned = hits * full + sum(1 for i in range(rest) if (first_addr + i * stride_bytes) % align == 0)
     g = cfg.gm_burst_granule_bytes
     moved = -(-nbytes // g) * g
-    per_aligned = cfg.gm_burst_overhead_cycles + moved / rate
-    per_unaligned = cfg.gm_burst_overhead_cycles + moved / (rate * cfg.gm_unaligned_efficiency)
-    return cfg.gm_startup_cycles + n_aligned * per_aligned + (count - n_aligned) * per_unaligned
+    weighted = moved * (n_aligned + (count - n_aligned) / cfg.gm_unaligned_efficiency)
+    return cfg.gm_startup_cycles + count * cfg.gm_burst_overhead_cycles, weighted
+
+
+def gm_read_cycles(cfg: HardwareConfig, fixed: float, weighted: float, hit_fraction: float) -> float:
+    """Cycles of a GM read (MTE2 GM->UB/L1) whose lines hit L2 for ``hit_fraction`` of them:
+    ``fixed + weighted * (hit_fraction / l2_bytes_per_cycle + (1 - hit_fraction) / gm_port_bytes_per_cycle)``
+    (see :func:`gm_dma_parts`): hits stream from L2 at 110 B/cycle [S5], the rest from HBM at the
+    core's port rate. The missing lines also need the core's share of the HBM
+    (:func:`hbm_share_bytes_per_cycle`)."""
+    return fixed + weighted * (hit_fraction / cfg.l2_bytes_per_cycle
+                               + (1.0 - hit_fraction) / cfg.gm_port_bytes_per_cycle)
+
+
+def gm_write_cycles(cfg: HardwareConfig, fixed: float, weighted: float) -> float:
+    """Cycles of a GM write (MTE3 UB->GM, Fixpipe L0C->GM): ``fixed + weighted / gm_port_bytes_per_cycle``;
+    writes go through L2 to HBM (write-through), so they also need the core's share of the HBM
+    (:func:`hbm_share_bytes_per_cycle`)."""
+    return fixed + weighted / cfg.gm_port_bytes_per_cycle
+
+
+def hbm_share_bytes_per_cycle(cfg: HardwareConfig, active_cores: int) -> float:
+    """HBM bytes per cycle each of ``active_cores`` cores gets for its L2 misses and its writes together:
+    an equal share of the chip's HBM, ``chip_gm_bytes_per_cycle / active_cores`` (``hbm_gb_per_s /
+    clock_ghz`` for the chip [S4, S16]). One core alone is limited by its ports, not by this."""
+    return cfg.chip_gm_bytes_per_cycle / max(1, active_cores)
 
 
 def onchip_cycles(cfg: HardwareConfig, nbytes: int, rate: float) -> float:

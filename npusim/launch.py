@@ -2,7 +2,8 @@
 
 Blocks run one after another in Python. Block ``b`` runs on physical core ``b % active_cores`` and
 starts when that core's previous block ended, so a launch with more blocks than cores runs in waves.
-Every core gets an equal share of the chip's GM bandwidth (:meth:`HardwareConfig.gm_rate`).
+The cores share one L2 and one HBM budget (:mod:`npusim.memsys`); the L2 starts cold unless a cache is
+passed on (``l2=``, or inside ``with npusim.shared_l2():``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import numpy as np
 from .config import HardwareConfig, get_config
 from .core import Core, run_on
 from .errors import UsageError
+from .l2 import L2Cache, current_shared
+from .memsys import MemorySystem
 from .pipes import PIPES
 from .profile import Profile
 from .tensor import GM_ALIGN, GlobalTensor, GmBuffer
@@ -40,13 +43,17 @@ class LaunchResult:
 
 
 def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConfig | str | None = None,
-           sanitize: str = "error", **kwargs: Any) -> LaunchResult:
+           sanitize: str = "error", l2: L2Cache | None = None, algorithmic_macs: int | None = None,
+           **kwargs: Any) -> LaunchResult:
     """Run ``kernel_fn(*args, **kwargs)`` on ``block_dim`` blocks (``kernel<<<block_dim>>>(args)``).
 
     Numpy arrays among the arguments become :class:`GlobalTensor` in GM and are updated in place.
     ``sanitize``: ``"error"`` (default) raises on the first finding, ``"warn"`` turns recoverable
     findings into :class:`SanitizerWarning` and carries on as the hardware would, ``"off"`` skips the
-    race checker (other checks stay).
+    race checker (other checks stay). ``l2``: an :class:`npusim.l2.L2Cache` to start from and leave
+    filled (default: the one of an enclosing :func:`npusim.shared_l2`, else a cold one).
+    ``algorithmic_macs``: the operation's useful multiply-accumulates when the kernel's Mmads include
+    padding or helper products (e.g. a convolution's zero channels), for ``Profile.mac_utilization``.
     """
     cfg = get_config(config)
     if not isinstance(block_dim, (int, np.integer)) or block_dim < 1 or block_dim > 65535:
@@ -78,6 +85,9 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
             new_args.append(value)
 
     active = min(block_dim, cfg.num_cores)
+    memsys = MemorySystem(cfg, active, l2 if l2 is not None else current_shared())
+    for buf in gm.values():
+        memsys.register(buf)
     core_free = [0.0] * active
     busy = {p.msprof_name: 0.0 for p in PIPES}
     path_bytes: dict[str, int] = {}
@@ -85,7 +95,7 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     occupancy: list[tuple] = []
     reserved: dict[str, int] = {}
     block_start, block_end, block_reserved = [], [], []
-    macs = 0
+    macs = issued = 0
     cube_ideal = vec_ideal = 0.0
     vec_ops = 0
     cube_dtype = None
@@ -93,6 +103,7 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
         phys = b % active
         block_start.append(core_free[phys])
         core = Core(cfg, b, block_dim, active, sanitize, t0=core_free[phys])
+        core.memsys = memsys
         prev = run_on(core)
         try:
             kernel_fn(*new_args, **new_kwargs)
@@ -111,14 +122,23 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
         for name, mem in core.memories.items():
             reserved[name] = max(reserved.get(name, 0), mem.top)
         macs += core.cube_macs
+        issued += core.issued_macs
         cube_ideal += core.cube_ideal_cycles
         vec_ops += core.vector_ops
         vec_ideal += core.vector_ideal_cycles
         cube_dtype = cube_dtype or core.cube_peak_dtype
+    if algorithmic_macs is not None:
+        if not isinstance(algorithmic_macs, (int, np.integer)) or algorithmic_macs < 0:
+            raise UsageError(f"algorithmic_macs must be a non-negative int, got {algorithmic_macs!r}")
+        if cube_dtype is not None:   # the ideal Cube time of the useful work, at the Mmads' peak rate
+            cube_ideal = int(algorithmic_macs) / cfg.cube_macs_per_cycle[cube_dtype]
     profile = Profile(
         kernel=getattr(kernel_fn, "__name__", "kernel"), config=cfg, block_dim=block_dim,
         total_cycles=max(core_free), block_start_cycles=block_start, block_end_cycles=block_end, pipe_busy_cycles=busy,
         path_bytes=path_bytes, cube_macs=macs, cube_ideal_cycles=cube_ideal, cube_dtype=cube_dtype,
         vector_ops=vec_ops, vector_ideal_cycles=vec_ideal, block_records=records,
-        block_occupancy=occupancy, reserved_bytes=reserved, block_reserved_bytes=block_reserved)
+        block_occupancy=occupancy, reserved_bytes=reserved, block_reserved_bytes=block_reserved,
+        issued_macs=issued, algorithmic_macs=macs if algorithmic_macs is None else int(algorithmic_macs),
+        l2_hit_bytes=memsys.l2_hit_bytes, l2_miss_bytes=memsys.l2_miss_bytes,
+        hbm_read_bytes=memsys.hbm_read_bytes, hbm_write_bytes=memsys.hbm_write_bytes)
     return LaunchResult({k: v.array for k, v in gm.items()}, profile)

@@ -1,0 +1,182 @@
+"""GM as the DMAs of a launch see it: the shared L2 (:mod:`npusim.l2`) in front of one HBM.
+
+Every GM DMA instruction (MTE2 reads, MTE3 and Fixpipe writes) is timed here when its pipe starts it:
+
+- a read looks its lines up in L2; hits stream at ``l2_bytes_per_cycle``, the rest at the core's
+  ``gm_port_bytes_per_cycle`` (:func:`npusim.costs.gm_read_cycles`);
+- the lines it fetches from HBM (whole ``l2_line_bytes`` lines), and everything written (write-through),
+  also cross the HBM. The chip's HBM moves ``chip_gm_bytes_per_cycle`` for all cores together, shared
+  equally: each active core has an HBM channel of ``chip_gm_bytes_per_cycle / active_cores``
+  (:func:`npusim.costs.hbm_share_bytes_per_cycle`) that its reads and writes take in turn. A DMA ends
+  when its own transfer and its HBM bytes on the channel are both done. So a memory-bound kernel on every
+  core runs at the chip's HBM rate, reads and writes together, while one core alone is limited by its
+  ports, as before.
+
+Equal shares are what concurrent cores get when they all stream (the symmetric case of every kernel here).
+Blocks are simulated one after another, so arbitrating the HBM between cores dynamically would give the
+first-simulated block the whole HBM and starve the last ones: measured on the 8192 x 8192 fp16 Add,
+first come first served per 64-cycle window took 309 us (the tail ran with a few starved cores), equal
+shares 276 us (published: 264 us). See docs/cost-model.md.
+
+A core's channel is budgeted per :data:`WINDOW` cycles (:class:`HbmChannel`): its MTE2, MTE3 and FIX
+DMAs overlap in time, each spreading its HBM bytes over its own transfer. When a core's three GM pipes
+cannot fill its share at their ports (``3 x port <= share / 2``, e.g. one or two cores on ``a2``), DMAs
+within a port's rate skip the bookkeeping: that bandwidth is set aside for them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from . import costs
+from .config import HardwareConfig
+from .l2 import L2Cache, line_span, span_size
+
+WINDOW = 64
+"""Cycles per HBM accounting window (chosen): within a window the bytes are not spread in time, so a
+launch can beat ``hbm_bytes / chip_gm_bytes_per_cycle`` by at most one window."""
+
+
+class HbmChannel:
+    """One core's share of the HBM over time: ``capacity`` bytes per :data:`WINDOW`."""
+
+    __slots__ = ("capacity", "used")
+
+    def __init__(self, bytes_per_cycle: float):
+        self.capacity = bytes_per_cycle * WINDOW
+        self.used: list[float] = []
+
+    def transfer(self, t0: float, nbytes: float, rate: float) -> float:
+        """Move ``nbytes`` from time ``t0`` at up to ``rate`` bytes/cycle with what the windows have
+        left; returns when the last byte has moved."""
+        used, cap = self.used, self.capacity
+        t, left = t0, nbytes
+        w = int(t // WINDOW)
+        need = w + 2 + int(left / (rate * WINDOW))
+        if need >= len(used):
+            used.extend([0.0] * (need + 256 - len(used)))
+        while True:
+            w_end = (w + 1) * WINDOW
+            room = cap - used[w]
+            span = w_end - t
+            can = rate * span
+            if room < can:
+                can = room
+            if can >= left:
+                used[w] += left
+                return t + left / (rate if rate * span <= room else room / span)
+            if can > 0:
+                used[w] += can
+                left -= can
+            t = w_end
+            w += 1
+            if w >= len(used):
+                used.extend([0.0] * 256)
+
+
+class MemorySystem:
+    """The L2 and HBM of one launch; collects the launch's L2 and HBM byte counts."""
+
+    def __init__(self, cfg: HardwareConfig, active_cores: int, l2: L2Cache | None = None):
+        self.cfg = cfg
+        self.l2 = l2 if l2 is not None else L2Cache(cfg)
+        if self.l2.line_bytes != cfg.l2_line_bytes:
+            raise ValueError("the L2 cache was made for a different line size than this launch's config")
+        self.l2.begin_launch()
+        self.active = active_cores
+        share = costs.hbm_share_bytes_per_cycle(cfg, active_cores)
+        port = cfg.gm_port_bytes_per_cycle
+        self.free_rate = port if 3 * port <= share / 2 else 0.0
+        self.channels = [HbmChannel(share - 3 * self.free_rate) for _ in range(active_cores)]
+        self.line = cfg.l2_line_bytes
+        self.keys: dict[int, tuple] = {}
+        self.l2_hit_bytes = 0      # read bytes found in L2
+        self.l2_miss_bytes = 0     # read bytes that came from (or waited for) HBM
+        self.hbm_read_bytes = 0    # lines fetched from HBM
+        self.hbm_write_bytes = 0   # bytes written through to HBM
+
+    def _hbm(self, block: int, start: float, cycles: float, nbytes: int) -> float:
+        """End of a DMA of ``cycles`` started at ``start`` whose ``nbytes`` cross the HBM on the channel
+        of block ``block``'s core, spread over its transfer (after its start-up)."""
+        t0 = start + self.cfg.gm_startup_cycles
+        rate = nbytes / max(start + cycles - t0, 1.0)
+        if rate <= self.free_rate:   # within the bandwidth set aside for port-rate DMAs
+            return start + cycles
+        t = self.channels[block % self.active].transfer(t0, nbytes, rate)
+        return t if t > start + cycles else start + cycles
+
+    def register(self, buf) -> None:
+        """A launch argument (GmBuffer): its L2 lines are those of its host memory."""
+        arr = buf.array
+        self.keys[id(buf)] = ((arr.__array_interface__["data"][0], arr.nbytes),
+                              -(-max(buf.nbytes, 1) // self.line))
+
+    def read(self, block: int, g, first: int, count: int, nbytes: int, stride: int) -> Callable[[float], float]:
+        """Cost of a GM read of ``count`` bursts of ``nbytes``, ``stride`` apart, from byte ``first`` of
+        the GlobalTensor ``g``'s buffer, for block ``block``: a function of the start time (see
+        :meth:`npusim.core.Core.issue`)."""
+        cfg = self.cfg
+        fixed, weighted = costs.gm_dma_parts(cfg, g.buf.addr + first, count, nbytes, stride)
+        g0 = cfg.gm_burst_granule_bytes
+        line = self.line
+        if count == 1 or stride == nbytes:
+            lines = slice(first // line, (first + count * nbytes - 1) // line + 1)
+        else:
+            lines = line_span(first, count, nbytes, stride, line)
+        return self._read_cost(block, g, fixed, weighted, count * -(-nbytes // g0) * g0, lines)
+
+    def read_runs(self, block: int, g, runs: list[tuple[int, int, int, int]]) -> Callable[[float], float]:
+        """Like :meth:`read` for one DMA made of several ``(first, count, nbytes, stride)`` runs."""
+        cfg = self.cfg
+        fixed = cfg.gm_startup_cycles
+        weighted = 0.0
+        moved = 0
+        g0 = cfg.gm_burst_granule_bytes
+        spans = []
+        for first, count, nbytes, stride in runs:
+            f, w = costs.gm_dma_parts(cfg, g.buf.addr + first, count, nbytes, stride)
+            fixed += f - cfg.gm_startup_cycles
+            weighted += w
+            moved += count * -(-nbytes // g0) * g0
+            sp = line_span(first, count, nbytes, stride, self.line)
+            spans.append(np.arange(sp.start, sp.stop) if isinstance(sp, slice) else sp)
+        return self._read_cost(block, g, fixed, weighted, moved, np.unique(np.concatenate(spans)))
+
+    def _read_cost(self, block: int, g, fixed: float, weighted: float, moved: int, lines) -> Callable[[float], float]:
+        key, nlines = self.keys[id(g.buf)]
+        n = max(span_size(lines), 1)
+
+        def cost(start: float) -> float:
+            hits, waits, misses, handle = self.l2.read(key, nlines, lines, start)
+            cycles = costs.gm_read_cycles(self.cfg, fixed, weighted, hits / n)
+            end = start + cycles
+            if misses:
+                end = self._hbm(block, start, cycles, misses * self.line)
+            self.l2.settle(handle, end)
+            hit_bytes = moved * hits // n
+            self.l2_hit_bytes += hit_bytes
+            self.l2_miss_bytes += moved - hit_bytes
+            self.hbm_read_bytes += misses * self.line
+            return end - start
+        return cost
+
+    def write(self, block: int, g, first: int, count: int, nbytes: int, stride: int,
+              floor: float = 0.0) -> Callable[[float], float]:
+        """Cost of a GM write (write-through: all of it goes to HBM), like :meth:`read`; ``floor`` is a
+        lower bound on the cycles from another limit of the instruction (Fixpipe's L0C read)."""
+        fixed, weighted = costs.gm_dma_parts(self.cfg, g.buf.addr + first, count, nbytes, stride)
+        key, nlines = self.keys[id(g.buf)]
+        lines = line_span(first, count, nbytes, stride, self.line)
+        total = count * nbytes
+
+        def cost(start: float) -> float:
+            cycles = max(costs.gm_write_cycles(self.cfg, fixed, weighted), floor)
+            end = start + cycles
+            if total:
+                end = self._hbm(block, start, cycles, total)
+            self.l2.write(key, nlines, lines, end)
+            self.hbm_write_bytes += total
+            return end - start
+        return cost
