@@ -134,11 +134,12 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
             cube_ideal = int(algorithmic_macs) / cfg.cube_macs_per_cycle[cube_dtype]
     profile = Profile(
         kernel=getattr(kernel_fn, "__name__", "kernel"), config=cfg, block_dim=block_dim,
-        total_cycles=max(core_free), block_start_cycles=block_start, block_end_cycles=block_end, pipe_busy_cycles=busy,
+        total_cycles=max(max(core_free), memsys.drained), block_start_cycles=block_start, block_end_cycles=block_end, pipe_busy_cycles=busy,
         path_bytes=path_bytes, cube_macs=macs, cube_ideal_cycles=cube_ideal, cube_dtype=cube_dtype,
         vector_ops=vec_ops, vector_ideal_cycles=vec_ideal, block_records=records,
         block_occupancy=occupancy, reserved_bytes=reserved, block_reserved_bytes=block_reserved,
         issued_macs=issued, algorithmic_macs=macs if algorithmic_macs is None else int(algorithmic_macs),
         l2_hit_bytes=memsys.l2_hit_bytes, l2_miss_bytes=memsys.l2_miss_bytes,
-        hbm_read_bytes=memsys.hbm_read_bytes, hbm_write_bytes=memsys.hbm_write_bytes)
+        hbm_read_bytes=memsys.hbm_read_bytes, hbm_write_bytes=memsys.hbm_write_bytes,
+        hbm_drain_cycles=memsys.drained)
     return LaunchResult({k: v.array for k, v in gm.items()}, profile)

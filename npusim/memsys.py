@@ -4,13 +4,15 @@ Every GM DMA instruction (MTE2 reads, MTE3 and Fixpipe writes) is timed here whe
 
 - a read looks its lines up in L2; hits stream at ``l2_bytes_per_cycle``, the rest at the core's
   ``gm_port_bytes_per_cycle`` (:func:`npusim.costs.gm_read_cycles`);
-- the lines it fetches from HBM (whole ``l2_line_bytes`` lines), and everything written (write-through),
-  also cross the HBM. The chip's HBM moves ``chip_gm_bytes_per_cycle`` for all cores together, shared
-  equally: each active core has an HBM channel of ``chip_gm_bytes_per_cycle / active_cores``
-  (:func:`npusim.costs.hbm_share_bytes_per_cycle`) that its reads and writes take in turn. A DMA ends
-  when its own transfer and its HBM bytes on the channel are both done. So a memory-bound kernel on every
-  core runs at the chip's HBM rate, reads and writes together, while one core alone is limited by its
-  ports, as before.
+- the lines it fetches from HBM (whole ``l2_line_bytes`` lines) cross the HBM; so does everything
+  written: a write ends when its data is in L2 (write-back with allocate) and is written back in the
+  background. The chip's HBM moves ``chip_gm_bytes_per_cycle`` for all cores together, shared equally:
+  each active core has an HBM channel of ``chip_gm_bytes_per_cycle / active_cores``
+  (:func:`npusim.costs.hbm_share_bytes_per_cycle`) that its misses and write-backs take in turn. A read
+  ends when its own transfer and its HBM bytes are both done, so a core's misses queue behind its
+  write-backs; a launch ends when its last write-back is in HBM. So a memory-bound kernel on every core
+  runs at the chip's HBM rate, reads and writes together, while one core alone is limited by its ports,
+  as before.
 
 Equal shares are what concurrent cores get when they all stream (the symmetric case of every kernel here).
 Blocks are simulated one after another, so arbitrating the HBM between cores dynamically would give the
@@ -95,7 +97,8 @@ class MemorySystem:
         self.l2_hit_bytes = 0      # read bytes found in L2
         self.l2_miss_bytes = 0     # read bytes that came from (or waited for) HBM
         self.hbm_read_bytes = 0    # lines fetched from HBM
-        self.hbm_write_bytes = 0   # bytes written through to HBM
+        self.hbm_write_bytes = 0   # bytes written back to HBM
+        self.drained = 0.0         # when the last written-back byte is in HBM
 
     def _hbm(self, block: int, start: float, cycles: float, nbytes: int) -> float:
         """End of a DMA of ``cycles`` started at ``start`` whose ``nbytes`` cross the HBM on the channel
@@ -164,8 +167,10 @@ class MemorySystem:
 
     def write(self, block: int, g, first: int, count: int, nbytes: int, stride: int,
               floor: float = 0.0) -> Callable[[float], float]:
-        """Cost of a GM write (write-through: all of it goes to HBM), like :meth:`read`; ``floor`` is a
-        lower bound on the cycles from another limit of the instruction (Fixpipe's L0C read)."""
+        """Cost of a GM write, like :meth:`read`: it ends when its data is in L2 (write-back with
+        allocate); its bytes then reach HBM on the core's channel, ahead of the core's later misses.
+        ``floor`` is a lower bound on the cycles from another limit of the instruction (Fixpipe's L0C
+        read)."""
         fixed, weighted = costs.gm_dma_parts(self.cfg, g.buf.addr + first, count, nbytes, stride)
         key, nlines = self.keys[id(g.buf)]
         lines = line_span(first, count, nbytes, stride, self.line)
@@ -174,9 +179,9 @@ class MemorySystem:
         def cost(start: float) -> float:
             cycles = max(costs.gm_write_cycles(self.cfg, fixed, weighted), floor)
             end = start + cycles
-            if total:
-                end = self._hbm(block, start, cycles, total)
+            if total:   # written back in the background: takes the core's HBM share, but the DMA is done
+                self.drained = max(self.drained, self._hbm(block, start, cycles, total))
             self.l2.write(key, nlines, lines, end)
             self.hbm_write_bytes += total
-            return end - start
+            return cycles
         return cost

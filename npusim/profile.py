@@ -68,7 +68,9 @@ class Profile:
     hbm_read_bytes: int = 0
     """Bytes fetched from HBM into L2: whole ``l2_line_bytes`` lines."""
     hbm_write_bytes: int = 0
-    """Bytes written through L2 to HBM."""
+    """Bytes written back from L2 to HBM."""
+    hbm_drain_cycles: float = 0.0
+    """When the last written-back byte reached HBM; the launch ends no earlier (``total_cycles``)."""
 
     @cached_property
     def raw_records(self) -> list[tuple]:
@@ -82,7 +84,8 @@ class Profile:
 
     @property
     def total(self) -> float:
-        """Kernel time in cycles (``total_cycles``): the latest end of any block on any core."""
+        """Kernel time in cycles (``total_cycles``): the latest end of any block on any core, or of the
+        write-back of its results to HBM (``hbm_drain_cycles``) if that is later."""
         return self.total_cycles
 
     # --- time -------------------------------------------------------------------------------------
