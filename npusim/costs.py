@@ -91,11 +91,12 @@ def gm_read_cycles(cfg: HardwareConfig, fixed: float, weighted: float, hit_fract
                                + (1.0 - hit_fraction) / cfg.gm_port_bytes_per_cycle)
 
 
-def gm_write_cycles(cfg: HardwareConfig, fixed: float, weighted: float) -> float:
-    """Cycles of a GM write (MTE3 UB->GM, Fixpipe L0C->GM): ``fixed + weighted / gm_port_bytes_per_cycle``;
-    writes go through L2 to HBM (write-through), so they also need the core's share of the HBM
-    (:func:`hbm_share_bytes_per_cycle`)."""
-    return fixed + weighted / cfg.gm_port_bytes_per_cycle
+def gm_write_cycles(cfg: HardwareConfig, fixed: float, weighted: float, rate: float | None = None) -> float:
+    """Cycles of a GM write into L2: ``fixed + weighted / rate`` (see :func:`gm_dma_parts`), ``rate`` the
+    path's: ``gm_port_bytes_per_cycle`` for MTE3 UB->GM [S6: UB->GM 64], ``fixpipe_bytes_per_cycle`` for
+    Fixpipe L0C->GM [S6: L0C->GM (FIX) 256]. The write is done when its data is in L2 (write-back); its
+    write-back to HBM takes the chip's HBM (:func:`hbm_share_bytes_per_cycle`) afterwards."""
+    return fixed + weighted / (rate or cfg.gm_port_bytes_per_cycle)
 
 
 def hbm_share_bytes_per_cycle(cfg: HardwareConfig, active_cores: int) -> float:

@@ -18,6 +18,7 @@ from .config import HardwareConfig, get_config
 from .core import Core, run_on
 from .errors import UsageError
 from .l2 import L2Cache, current_shared
+from .interleave import Interleaver
 from .memsys import MemorySystem
 from .pipes import PIPES
 from .profile import Profile
@@ -88,7 +89,26 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     memsys = MemorySystem(cfg, active, l2 if l2 is not None else current_shared())
     for buf in gm.values():
         memsys.register(buf)
-    core_free = [0.0] * active
+
+    def run_block(b: int, t0: float) -> tuple[Core, float]:
+        core = Core(cfg, b, block_dim, active, sanitize, t0=t0)
+        core.memsys = memsys
+        run_on(core)
+        kernel_fn(*new_args, **new_kwargs)
+        return core, core.finish()
+
+    prev = run_on(None)
+    try:
+        if active > 1:   # cores run at the same time: interleave their GM accesses in time order
+            sched = Interleaver()
+            memsys.sync = sched.sync
+            cores = sched.run(block_dim, active, run_block)
+        else:            # one core: its blocks run one after another anyway
+            cores, t = {}, 0.0
+            for b in range(block_dim):
+                cores[b], t = run_block(b, t)
+    finally:
+        run_on(prev)
     busy = {p.msprof_name: 0.0 for p in PIPES}
     path_bytes: dict[str, int] = {}
     records: list[tuple] = []
@@ -100,18 +120,9 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     vec_ops = 0
     cube_dtype = None
     for b in range(block_dim):
-        phys = b % active
-        block_start.append(core_free[phys])
-        core = Core(cfg, b, block_dim, active, sanitize, t0=core_free[phys])
-        core.memsys = memsys
-        prev = run_on(core)
-        try:
-            kernel_fn(*new_args, **new_kwargs)
-            end = core.finish()
-        finally:
-            run_on(prev)
-        core_free[phys] = end
-        block_end.append(end)
+        core = cores[b]
+        block_start.append(core.t0)
+        block_end.append(max(max(core.pipe_free), core.scalar_t))
         for p in PIPES:
             busy[p.msprof_name] += core.busy[p]
         for k, v in core.path_bytes.items():
@@ -134,7 +145,8 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
             cube_ideal = int(algorithmic_macs) / cfg.cube_macs_per_cycle[cube_dtype]
     profile = Profile(
         kernel=getattr(kernel_fn, "__name__", "kernel"), config=cfg, block_dim=block_dim,
-        total_cycles=max(max(core_free), memsys.drained), block_start_cycles=block_start, block_end_cycles=block_end, pipe_busy_cycles=busy,
+        total_cycles=max(max(block_end), memsys.drained), block_start_cycles=block_start,
+        block_end_cycles=block_end, pipe_busy_cycles=busy,
         path_bytes=path_bytes, cube_macs=macs, cube_ideal_cycles=cube_ideal, cube_dtype=cube_dtype,
         vector_ops=vec_ops, vector_ideal_cycles=vec_ideal, block_records=records,
         block_occupancy=occupancy, reserved_bytes=reserved, block_reserved_bytes=block_reserved,

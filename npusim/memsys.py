@@ -41,13 +41,13 @@ WINDOW = 64
 launch can beat ``hbm_bytes / chip_gm_bytes_per_cycle`` by at most one window."""
 
 
-class HbmChannel:
-    """One core's share of the HBM over time: ``capacity`` bytes per :data:`WINDOW`."""
+class HbmBudget:
+    """The chip's HBM over time: ``chip_gm_bytes_per_cycle`` per cycle for every core's misses and
+    write-backs together, handed out per :data:`WINDOW` first come, first served (the launch presents
+    the cores' GM DMAs in time order, see :mod:`npusim.interleave`)."""
 
-    __slots__ = ("capacity", "used")
-
-    def __init__(self, bytes_per_cycle: float):
-        self.capacity = bytes_per_cycle * WINDOW
+    def __init__(self, cfg: HardwareConfig, reserved_bytes_per_cycle: float = 0.0):
+        self.capacity = (costs.hbm_share_bytes_per_cycle(cfg, 1) - reserved_bytes_per_cycle) * WINDOW
         self.used: list[float] = []
 
     def transfer(self, t0: float, nbytes: float, rate: float) -> float:
@@ -88,10 +88,11 @@ class MemorySystem:
             raise ValueError("the L2 cache was made for a different line size than this launch's config")
         self.l2.begin_launch()
         self.active = active_cores
-        share = costs.hbm_share_bytes_per_cycle(cfg, active_cores)
+        # when three GM pipes per core (MTE2, MTE3, FIX) at their ports cannot fill half the HBM, DMAs
+        # within a port's rate skip the books: that bandwidth is set aside for them
         port = cfg.gm_port_bytes_per_cycle
-        self.free_rate = port if 3 * port <= share / 2 else 0.0
-        self.channels = [HbmChannel(share - 3 * self.free_rate) for _ in range(active_cores)]
+        self.free_rate = port if 3 * port * active_cores <= cfg.chip_gm_bytes_per_cycle / 2 else 0.0
+        self.hbm = HbmBudget(cfg, 3 * self.free_rate * active_cores)
         self.line = cfg.l2_line_bytes
         self.keys: dict[int, tuple] = {}
         self.l2_hit_bytes = 0      # read bytes found in L2
@@ -99,6 +100,7 @@ class MemorySystem:
         self.hbm_read_bytes = 0    # lines fetched from HBM
         self.hbm_write_bytes = 0   # bytes written back to HBM
         self.drained = 0.0         # when the last written-back byte is in HBM
+        self.sync = None           # Interleaver.sync of a multi-core launch: GM accesses in time order
 
     def _hbm(self, block: int, start: float, cycles: float, nbytes: int) -> float:
         """End of a DMA of ``cycles`` started at ``start`` whose ``nbytes`` cross the HBM on the channel
@@ -107,7 +109,7 @@ class MemorySystem:
         rate = nbytes / max(start + cycles - t0, 1.0)
         if rate <= self.free_rate:   # within the bandwidth set aside for port-rate DMAs
             return start + cycles
-        t = self.channels[block % self.active].transfer(t0, nbytes, rate)
+        t = self.hbm.transfer(t0, nbytes, rate)
         return t if t > start + cycles else start + cycles
 
     def register(self, buf) -> None:
@@ -116,9 +118,9 @@ class MemorySystem:
         self.keys[id(buf)] = ((arr.__array_interface__["data"][0], arr.nbytes),
                               -(-max(buf.nbytes, 1) // self.line))
 
-    def read(self, block: int, g, first: int, count: int, nbytes: int, stride: int) -> Callable[[float], float]:
+    def read(self, core, g, first: int, count: int, nbytes: int, stride: int) -> Callable[[float], float]:
         """Cost of a GM read of ``count`` bursts of ``nbytes``, ``stride`` apart, from byte ``first`` of
-        the GlobalTensor ``g``'s buffer, for block ``block``: a function of the start time (see
+        the GlobalTensor ``g``'s buffer, for the block running on ``core``: a function of the start time (see
         :meth:`npusim.core.Core.issue`)."""
         cfg = self.cfg
         fixed, weighted = costs.gm_dma_parts(cfg, g.buf.addr + first, count, nbytes, stride)
@@ -128,9 +130,9 @@ class MemorySystem:
             lines = slice(first // line, (first + count * nbytes - 1) // line + 1)
         else:
             lines = line_span(first, count, nbytes, stride, line)
-        return self._read_cost(block, g, fixed, weighted, count * -(-nbytes // g0) * g0, lines)
+        return self._read_cost(core, g, fixed, weighted, count * -(-nbytes // g0) * g0, lines)
 
-    def read_runs(self, block: int, g, runs: list[tuple[int, int, int, int]]) -> Callable[[float], float]:
+    def read_runs(self, core, g, runs: list[tuple[int, int, int, int]]) -> Callable[[float], float]:
         """Like :meth:`read` for one DMA made of several ``(first, count, nbytes, stride)`` runs."""
         cfg = self.cfg
         fixed = cfg.gm_startup_cycles
@@ -145,18 +147,20 @@ class MemorySystem:
             moved += count * -(-nbytes // g0) * g0
             sp = line_span(first, count, nbytes, stride, self.line)
             spans.append(np.arange(sp.start, sp.stop) if isinstance(sp, slice) else sp)
-        return self._read_cost(block, g, fixed, weighted, moved, np.unique(np.concatenate(spans)))
+        return self._read_cost(core, g, fixed, weighted, moved, np.unique(np.concatenate(spans)))
 
-    def _read_cost(self, block: int, g, fixed: float, weighted: float, moved: int, lines) -> Callable[[float], float]:
+    def _read_cost(self, core, g, fixed: float, weighted: float, moved: int, lines) -> Callable[[float], float]:
         key, nlines = self.keys[id(g.buf)]
         n = max(span_size(lines), 1)
 
         def cost(start: float) -> float:
+            if self.sync is not None:
+                self.sync(core, start)
             hits, waits, misses, handle = self.l2.read(key, nlines, lines, start)
             cycles = costs.gm_read_cycles(self.cfg, fixed, weighted, hits / n)
             end = start + cycles
             if misses:
-                end = self._hbm(block, start, cycles, misses * self.line)
+                end = self._hbm(core.block_idx, start, cycles, misses * self.line)
             self.l2.settle(handle, end)
             hit_bytes = moved * hits // n
             self.l2_hit_bytes += hit_bytes
@@ -165,22 +169,24 @@ class MemorySystem:
             return end - start
         return cost
 
-    def write(self, block: int, g, first: int, count: int, nbytes: int, stride: int,
-              floor: float = 0.0) -> Callable[[float], float]:
+    def write(self, core, g, first: int, count: int, nbytes: int, stride: int, floor: float = 0.0,
+              rate: float | None = None) -> Callable[[float], float]:
         """Cost of a GM write, like :meth:`read`: it ends when its data is in L2 (write-back with
         allocate); its bytes then reach HBM on the core's channel, ahead of the core's later misses.
         ``floor`` is a lower bound on the cycles from another limit of the instruction (Fixpipe's L0C
-        read)."""
+        read); ``rate`` the path's write rate (default: the port's, see :func:`npusim.costs.gm_write_cycles`)."""
         fixed, weighted = costs.gm_dma_parts(self.cfg, g.buf.addr + first, count, nbytes, stride)
         key, nlines = self.keys[id(g.buf)]
         lines = line_span(first, count, nbytes, stride, self.line)
         total = count * nbytes
 
         def cost(start: float) -> float:
-            cycles = max(costs.gm_write_cycles(self.cfg, fixed, weighted), floor)
+            if self.sync is not None:
+                self.sync(core, start)
+            cycles = max(costs.gm_write_cycles(self.cfg, fixed, weighted, rate), floor)
             end = start + cycles
             if total:   # written back in the background: takes the core's HBM share, but the DMA is done
-                self.drained = max(self.drained, self._hbm(block, start, cycles, total))
+                self.drained = max(self.drained, self._hbm(core.block_idx, start, cycles, total))
             self.l2.write(key, nlines, lines, end)
             self.hbm_write_bytes += total
             return cycles

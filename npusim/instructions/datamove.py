@@ -118,9 +118,9 @@ def _gm_offset(g: GlobalTensor) -> int:
 def _route_cost(core, path, src, dst, nblk, blen, src_pitch, dst_pitch, total):
     cfg = core.cfg
     if path.startswith("GM"):  # GM DMAs are timed by the launch's L2 and HBM (npusim.memsys)
-        return core.memsys.read(core.block_idx, src, _gm_offset(src), nblk, blen, src_pitch if nblk > 1 else blen)
+        return core.memsys.read(core, src, _gm_offset(src), nblk, blen, src_pitch if nblk > 1 else blen)
     if path.endswith("GM"):
-        return core.memsys.write(core.block_idx, dst, _gm_offset(dst), nblk, blen, dst_pitch if nblk > 1 else blen)
+        return core.memsys.write(core, dst, _gm_offset(dst), nblk, blen, dst_pitch if nblk > 1 else blen)
     if path == "UB->UB":
         return costs.vector_cycles(cfg, total, 1)
     rate = {"L1->UB": cfg.l1_to_ub_bytes_per_cycle, "L0C->UB": cfg.l0c_to_ub_bytes_per_cycle}[path]
@@ -190,8 +190,8 @@ def _fast_copy(core, dst, src, count: int, site) -> bool:
         np.copyto(gv, lv)
     gm = core.memsys
     off = g.offset * isz
-    cost = gm.read(core.block_idx, g, off, 1, nbytes, nbytes) if load else \
-        gm.write(core.block_idx, g, off, 1, nbytes, nbytes)
+    cost = gm.read(core, g, off, 1, nbytes, nbytes) if load else \
+        gm.write(core, g, off, 1, nbytes, nbytes)
     core.issue(pipe, cost, "data_copy", nbytes, site)
     core.path_bytes[path] = core.path_bytes.get(path, 0) + nbytes
     return True
@@ -290,7 +290,7 @@ def data_copy_pad(dst, src, params, pad_params: DataCopyPadExtParams | None = No
             d[...] = fill
         d[:, left:left + p.block_len] = _strided(sbuf, sbase, p.block_count, p.block_len,
                                                  gm_pitch).reshape(p.block_count, p.block_len)
-        cost = core.memsys.read(core.block_idx, src, _gm_offset(src), p.block_count, p.block_len, gm_pitch)
+        cost = core.memsys.read(core, src, _gm_offset(src), p.block_count, p.block_len, gm_pitch)
     else:
         ub_blk = -(-p.block_len // 32) * 32
         ub_pitch, gm_pitch = ub_blk + p.src_stride * 32, p.block_len + p.dst_stride
@@ -307,7 +307,7 @@ def data_copy_pad(dst, src, params, pad_params: DataCopyPadExtParams | None = No
         dbuf, dbase, _ = _raw(dst)
         np.copyto(_strided(dbuf, dbase, p.block_count, p.block_len, gm_pitch),
                   _strided(sbuf, sbase, p.block_count, p.block_len, ub_pitch))
-        cost = core.memsys.write(core.block_idx, dst, _gm_offset(dst), p.block_count, p.block_len, gm_pitch)
+        cost = core.memsys.write(core, dst, _gm_offset(dst), p.block_count, p.block_len, gm_pitch)
     total = p.block_count * p.block_len
     core.issue(pipe, cost, "data_copy_pad", total, site)
     core.add_bytes(path, total)
@@ -370,9 +370,9 @@ def _nd2nz(core, dst, src, p: Nd2NzParams, site) -> None:
         out[:, :, n:, :] = 0
     off = _gm_offset(src)
     if rows_uniform:
-        cost = core.memsys.read(core.block_idx, src, off, nd * n, d * isz, src_d * isz)
+        cost = core.memsys.read(core, src, off, nd * n, d * isz, src_d * isz)
     else:
-        cost = core.memsys.read_runs(core.block_idx, src, [(off + i * src_mat * isz, n, d * isz, src_d * isz) for i in range(nd)])
+        cost = core.memsys.read_runs(core, src, [(off + i * src_mat * isz, n, d * isz, src_d * isz) for i in range(nd)])
     total = nd * n * d * isz
     core.issue(pipe, cost, op, total, site)
     core.add_bytes("GM->L1", total)
@@ -565,7 +565,8 @@ def fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParams) -> None:
     _view(dst.buf.raw, dst.offset * osz, (m, n), (dst_stride * osz, osz), dst.dtype)[...] = out
     l0c_bytes = src_m * n1 * 16 * src.dtype.itemsize
     cfg = core.cfg
-    cost = core.memsys.write(core.block_idx, dst, _gm_offset(dst), m, n * osz, dst_stride * osz,
-                             floor=cfg.gm_startup_cycles + l0c_bytes / cfg.fixpipe_bytes_per_cycle)
+    cost = core.memsys.write(core, dst, _gm_offset(dst), m, n * osz, dst_stride * osz,
+                             floor=cfg.gm_startup_cycles + l0c_bytes / cfg.fixpipe_bytes_per_cycle,
+                             rate=cfg.fixpipe_bytes_per_cycle)
     core.issue(pipe, cost, op + ("+relu" if p.relu else ""), m * n * osz, site)
     core.add_bytes("L0C->GM", m * n * osz)

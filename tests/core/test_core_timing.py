@@ -297,15 +297,11 @@ def test_cores_share_one_hbm_for_reads_and_writes(block_dim):
             addr = addrs[r.block][0 if r.pipe == ns.Pipe.MTE2 else 1]
             assert r.end - r.start == pytest.approx(hand_gm(CFG, [(addr, n * 2)], port))
     else:
-        # oversubscribed: each core has an equal share of the HBM (budgeted per window of WINDOW cycles)
-        # for its read; the write then ends in L2 at the port rate and is written back behind it
-        share = chip / active
-        for r in records(res, "data_copy"):
-            if r.pipe == ns.Pipe.MTE2:
-                assert abs((r.end - r.start) - (CFG.gm_startup_cycles + n * 2 / share)) <= WINDOW
-            else:
-                assert r.end - r.start == pytest.approx(hand_gm(CFG, [(addrs[r.block][1], n * 2)], port))
-        assert p.hbm_drain_cycles > max(p.block_end_cycles)
+        # oversubscribed: the HBM serves the cores first come, first served (in simulated time), and no
+        # window of it is left unused while cores wait
+        alone = hand_gm(CFG, [(addrs[0][0], n * 2)], port)
+        assert p.total_cycles <= p.hbm_bytes / chip + 2 * alone
+        assert max(r.end - r.start for r in records(res, "data_copy")) > alone  # someone waited
     # waves: a block starts when the previous block on its core has ended
     ends = p.block_end_cycles
     for b in range(active, block_dim):
