@@ -269,7 +269,7 @@ def compare_fusion(x, w, bias=None, stride=1, padding=0, dilation=1, *, out_dtyp
     The tiling (default: :func:`choose_tiling` for the fused pipeline) is the same for both, so only the
     epilogue differs."""
     from .api import run_img2col
-    from .tiling import choose_tiling
+    from .choose import choose_tiling
 
     cfg = ns.get_config(config)
     if tiling is None:   # the same block sizes for both: those chosen for the fused pipeline
