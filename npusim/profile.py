@@ -72,6 +72,13 @@ class Profile:
     hbm_drain_cycles: float = 0.0
     """When the last written-back byte reached HBM; the launch ends no earlier (``total_cycles``)."""
 
+    @classmethod
+    def idle(cls, kernel: str, config: HardwareConfig) -> "Profile":
+        """The profile of a launch that did not happen (nothing to compute): zero cycles, no work."""
+        return cls(kernel=kernel, config=config, block_dim=0, total_cycles=0.0, block_start_cycles=[],
+                   block_end_cycles=[], pipe_busy_cycles={}, path_bytes={}, cube_macs=0, cube_ideal_cycles=0.0,
+                   cube_dtype=None, vector_ops=0, vector_ideal_cycles=0.0)
+
     @cached_property
     def raw_records(self) -> list[tuple]:
         """Every timeline record as ``(block, pipe, start, end, op, nbytes, (file, line))``."""

@@ -143,9 +143,10 @@ def _prepare(variant: str, x, w, bias, stride, padding, dilation, out_dtype, til
     cfg = ns.get_config(config)
     x = np.asarray(x)
     w = np.asarray(w)
+    if w.dtype != x.dtype:   # torch refuses mixed dtypes too; a silent cast would hide a mistake
+        raise ns.DtypeError(f"conv2d: the input is {x.dtype} but the weight is {w.dtype}: both must have the "
+                            f"same dtype", hint=f"cast one of them, e.g. w.astype(np.{x.dtype})")
     g = ConvGeometry.of(x.shape, w.shape, stride, padding, dilation, x.dtype, out_dtype, dequant=dequant)
-    if g.dtype == "int8" and w.dtype != np.int8:
-        raise ns.DtypeError(f"conv2d: int8 inputs need int8 weights, not {w.dtype}")
     if tiling is None:
         t = choose_tiling(g, cfg, variant, epilogue)
     else:

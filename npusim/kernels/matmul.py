@@ -286,7 +286,11 @@ def run_matmul(a: np.ndarray, b: np.ndarray, *, out_dtype=np.float32, tiling: Ma
     if a.dtype.itemsize != 2:
         raise ns.UsageError(f"run_matmul takes fp16 or bf16 inputs, not {a.dtype}: the kernel transposes B "
                             f"per 16x16 fractal in load_data, which needs a 16-bit type")
-    tiling.check(cfg, a.dtype, out_dtype)
+    if min(m, n, k) == 0:
+        raise ns.UsageError(f"run_matmul of a {a.shape} by a {b.shape} matrix has nothing to launch (an empty "
+                            f"{'sum: the product is zeros' if k == 0 else 'result'}); ops.call('matmul', a, b) "
+                            f"returns it without a launch")
+    tiling.check(cfg, a.dtype, out_dtype, k)
     c = np.zeros((m, n), dtype=out_dtype)
     return ns.launch(matmul, block_dim, np.ascontiguousarray(a), np.ascontiguousarray(b), c, m, n, k, tiling,
                      config=cfg, sanitize=sanitize)

@@ -24,7 +24,10 @@ FLOATS = ["float16", "float32"]
 
 def elementwise_tiling(total: int, itemsize: int, queues: int, cfg: HardwareConfig) -> TilingData:
     """Blocks and tile for a streaming element-wise kernel: enough blocks to keep every core busy with at
-    least 8 KB each, and the largest 512 B-multiple tile for which ``queues`` x 2 buffers fit in UB."""
+    least 8 KB each, and the largest 512 B-multiple tile for which ``queues`` x 2 buffers fit in UB (no
+    launch for an empty tensor)."""
+    if total == 0:
+        return TilingData(block_dim=0, fields={"total": 0, "tile": 0, "buffer_num": 2})
     block_dim = max(1, min(cfg.num_cores, total * itemsize // 8192))
     per_block = -(-total // block_dim)
     tile = cfg.ub_bytes // (queues * 2) // 512 * 512 // itemsize
@@ -90,6 +93,8 @@ def _softmax_tiling(ctx: InferContext) -> TilingData:
     shape = ctx.input_shapes[0]
     cols = shape[-1]
     rows = int(np.prod(shape[:-1]))
+    if rows * cols == 0:    # an empty tensor: an empty softmax
+        return TilingData(block_dim=0, fields={"rows": rows, "cols": cols})
     isz = ctx.input_dtypes[0].itemsize
     # UB: 2 x in + 2 x out tiles (input dtype) + one fp32 work tile + small reduction buffers
     per_elem = 4 * isz + 4
@@ -136,6 +141,8 @@ def _matmul_shape(ctx: InferContext):
 def _matmul_tiling(ctx: InferContext) -> TilingData:
     (m, k), (_, n) = ctx.input_shapes[0], ctx.input_shapes[1]
     dt = ctx.input_dtypes[0].name
+    if min(m, n, k) == 0:   # an empty product (zeros, K = 0) or an empty result: nothing to launch
+        return TilingData(block_dim=0, tiling_key=1 if dt == "int8" else 0, fields={"m": m, "n": n, "k": k})
     forced = ctx.attrs["tiling"]
     in_dt = dt if dt != "bfloat16" else "float16"
     if forced is None:
