@@ -27,7 +27,8 @@ from .config import PRESETS, HardwareConfig, a2, classic, get_config
 from .core import get_block_idx, get_block_num, get_core_config
 from .dtypes import bfloat16, float16, float32, int8, int16, int32, uint8
 from .errors import (AlignmentError, CapacityError, DtypeError, NpuSimError, OutOfBoundsError, QueueError,
-                     RaceError, SanitizerError, SanitizerWarning, SyncError, TensorStateError, UsageError)
+                     RaceError, SanitizerError, SanitizerWarning, SyncError, TensorStateError,
+                     UninitializedReadError, UsageError)
 from .instructions import *  # noqa: F401,F403  (the instruction set)
 from .instructions import abs, max, min  # noqa: F401  (kept out of __all__: they shadow builtins)
 from .instructions import __all__ as _instructions
@@ -48,7 +49,8 @@ __all__ = [
     "HardwareConfig", "PRESETS", "a2", "classic", "get_config", "get_block_idx", "get_block_num", "get_core_config",
     "bfloat16", "float16", "float32", "int8", "int16", "int32", "uint8",
     "NpuSimError", "UsageError", "SanitizerError", "SanitizerWarning", "CapacityError", "AlignmentError",
-    "OutOfBoundsError", "TensorStateError", "QueueError", "RaceError", "SyncError", "DtypeError",
+    "OutOfBoundsError", "TensorStateError", "QueueError", "RaceError", "UninitializedReadError", "SyncError",
+    "DtypeError",
     "LaunchResult", "kernel", "launch", "L2Cache", "shared_l2", "TBuf", "TPipe", "TQue", "TQueBind", "RoundMode",
     "DataCopyParams", "DataCopyExtParams", "DataCopyPadExtParams", "Nd2NzParams", "LoadData2DParams",
     "LoadData3DParams", "MmadParams", "FixpipeParams", "HardEvent", "Pipe", "TPosition", "QuePosition",

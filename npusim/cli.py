@@ -36,7 +36,7 @@ def _labs(args) -> int:
 
 
 def _grade(args) -> int:
-    from .course.grading import main as grade
+    from .course.grading.command import main as grade
 
     return grade(args)
 
@@ -56,19 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     labs.add_argument("--clean-solutions", action="store_true", help="(make) also clear outputs in solutions/")
     labs.set_defaults(func=_labs)
 
-    g = sub.add_parser("grade", help="run learner notebooks with the canonical check cells; write a CSV "
-                                     "gradebook and Markdown feedback (a notebook runs arbitrary code: grade "
-                                     "untrusted ones in a throwaway container)")
-    g.add_argument("submissions", nargs="+", metavar="SUBMISSION.ipynb",
-                   help="learner notebooks (a folder stands for every .ipynb below it)")
-    g.add_argument("--out", default="gradebook.csv", help="the CSV gradebook (default: gradebook.csv)")
-    g.add_argument("--timeout", type=float, default=120, help="seconds one cell may run (default: 120)")
-    g.add_argument("--notebook-timeout", type=float,
-                   help="seconds the whole notebook may run (default: 3 x --timeout, at least 600)")
-    g.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default: 1)")
-    g.add_argument("--feedback-dir", default="feedback", help="one Markdown file per learner (default: feedback/)")
-    g.add_argument("--root", help="course root holding solutions/ (default: found from the current folder)")
-    g.add_argument("--keep", help="(debugging) keep each restored notebook and its raw results in this folder")
+    g = sub.add_parser("grade", help="run learner notebooks, each isolated, with the canonical check cells; "
+                                     "write a CSV gradebook, a per-learner summary and Markdown feedback")
+    from .course.grading.command import add_arguments
+
+    add_arguments(g)
     g.set_defaults(func=_grade)
 
     args = parser.parse_args(argv)

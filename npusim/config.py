@@ -210,7 +210,7 @@ class HardwareConfig:
         return "\n".join(f"{k:<{w}}  {v}" for k, v in self.rows())
 
     def _repr_html_(self) -> str:
-        from .views.html import table
+        from .tables import table
 
         return table(self.rows(), header=("HardwareConfig " + self.name, ""))
 

@@ -13,9 +13,9 @@ from collections import deque
 
 import numpy as np
 
-from . import costs
+from . import costs, initcheck
 from .config import HardwareConfig
-from .errors import CapacityError, SyncError, UsageError, report
+from .errors import CapacityError, SyncError, UsageError, install_kernel_site, report
 from .pipes import N_PIPES, ON_CHIP_MEMORIES, HardEvent, Pipe
 from .sanitizer import AccessTracker, call_site, format_site
 
@@ -25,12 +25,19 @@ _current: "Core | None" = None
 ISSUE = "ISSUE"
 
 
+def _kernel_site() -> str:
+    return format_site(call_site()) if _current is not None else ""
+
+
+install_kernel_site(_kernel_site)  # every NpuSimError raised while a kernel runs gets the kernel's line
+
+
 def current() -> "Core":
     """The core whose kernel is running; raises outside a kernel launch."""
     core = _current
     if core is None:
-        raise UsageError("no kernel is running: call npusim instructions inside a kernel started with "
-                         "npusim.launch(kernel, block_dim, ...)")
+        raise UsageError("no kernel is running: npusim instructions run only inside a launched kernel",
+                         hint="call them in a kernel started with npusim.launch(kernel, block_dim, ...)")
     return core
 
 
@@ -61,13 +68,14 @@ class Memory:
         # 0xFF bytes read back as NaN in fp16/fp32/bf16: reading memory nobody wrote shows up at once
         self.buf = np.full(capacity, 0xFF, dtype=np.uint8)
         self.top = 0
-        self.allocations: list[tuple[int, int, str]] = []  # (addr, nbytes, label)
-        self.tracker = AccessTracker(name, capacity, self.describe) if core.check else None
+        self.allocations: list[tuple[int, int, str, object]] = []  # (addr, nbytes, label, TQue/TBuf)
+        self.tracker = (AccessTracker(name, capacity, self, initcheck.InitMap(self) if initcheck.ENABLED else None)
+                        if core.check else None)
 
-    def allocate(self, nbytes: int, align: int, label: str) -> int:
+    def allocate(self, nbytes: int, align: int, label: str, owner=None) -> int:
         addr = -(-self.top // align) * align
         if addr + nbytes > self.capacity:
-            used = ", ".join(f"{lbl} {n} B" for _, n, lbl in self.allocations) or "nothing"
+            used = ", ".join(f"{lbl} {n} B" for _, n, lbl, _ in self.allocations) or "nothing"
             raise CapacityError(
                 f"{self.name} overflow in block {self.core.block_idx}: {label} needs {nbytes} B at "
                 f"{addr:#x}, but {self.name} has {self.capacity} B ({self.capacity // 1024} KB) and "
@@ -76,15 +84,23 @@ class Memory:
                      f"{self.capacity} B of {self.name}",
                 where=format_site(call_site()), memory=self.name, requested=nbytes,
                 capacity=self.capacity, used=self.top)
-        self.allocations.append((addr, nbytes, label))
+        self.allocations.append((addr, nbytes, label, owner))
         self.top = addr + nbytes
         return addr
 
     def describe(self, lo: int, hi: int) -> str:
-        for addr, n, lbl in self.allocations:
+        """`` (VECIN buffer 'q'[0])`` for the buffer holding byte ``lo``, for messages."""
+        for addr, n, lbl, _ in self.allocations:
             if addr <= lo < addr + n:
                 return f" ({lbl})"
         return ""
+
+    def owner_at(self, lo: int):
+        """The TQue or TBuf whose buffer holds byte ``lo`` (None outside every buffer)."""
+        for addr, n, _, owner in self.allocations:
+            if addr <= lo < addr + n:
+                return owner
+        return None
 
 
 class Core:
@@ -93,7 +109,9 @@ class Core:
     def __init__(self, cfg: HardwareConfig, block_idx: int, block_num: int, active_cores: int,
                  sanitize: str, t0: float = 0.0):
         if sanitize not in ("error", "warn", "off"):
-            raise UsageError(f"sanitize must be 'error', 'warn' or 'off', not {sanitize!r}")
+            raise UsageError(f"sanitize must be 'error', 'warn' or 'off', not {sanitize!r}",
+                             hint="launch(..., sanitize='error') stops at the first finding, 'warn' reports and "
+                                  "carries on, 'off' skips the race and initialisation checks")
         self.cfg = cfg
         self.block_idx = block_idx
         self.block_num = block_num
@@ -129,7 +147,8 @@ class Core:
         m = self.memories.get(name)
         if m is None:
             if name not in ON_CHIP_MEMORIES:
-                raise UsageError(f"{name} is not an on-chip memory")
+                raise UsageError(f"{name} is not an on-chip memory",
+                                 hint=f"on-chip memories are {', '.join(ON_CHIP_MEMORIES)}")
             m = self.memories[name] = Memory(self, name, self.cfg.memory_bytes(name))
         return m
 
@@ -246,7 +265,8 @@ class Core:
 
     def _check_event(self, event, event_id, what, site) -> None:
         if not isinstance(event, HardEvent):
-            raise UsageError(f"{what} needs a HardEvent such as HardEvent.MTE2_V, not {event!r}")
+            raise UsageError(f"{what} needs a HardEvent, not {event!r}",
+                             hint=f"{what}(HardEvent.MTE2_V, 0): the event names the (source, destination) pipes")
         if not isinstance(event_id, int) or not (0 <= event_id < self.cfg.event_ids):
             report(SyncError(f"{what}({event.name}, {event_id}): event id out of range; "
                              f"'{self.cfg.name}' has event ids 0..{self.cfg.event_ids - 1} per HardEvent",
@@ -259,7 +279,9 @@ class Core:
         already complete in order, so this costs only the issue."""
         site = call_site()
         if pipe == Pipe.S:
-            raise UsageError("pipe_barrier(Pipe.S) is not valid; scalar code is already in order")
+            raise UsageError("pipe_barrier(Pipe.S) is not valid; scalar code is already in order",
+                             hint="order the scalar unit against a pipe with a flag (e.g. HardEvent.V_S), or "
+                                  "use pipe_barrier(Pipe.ALL)")
         self.scalar_issue()
         if pipe == Pipe.ALL:
             t = max(max(self.pipe_free), max(self.pipe_ready), self.scalar_t)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from .errors import DtypeError
+
 float16 = np.dtype(np.float16)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float32 = np.dtype(np.float32)
@@ -30,8 +32,9 @@ FRACTAL_BYTES = 512
 _RESOLVED: dict = {}
 
 
-def as_dtype(dtype) -> np.dtype:
-    """Normalise a dtype-like (``"float16"``, ``np.float16``, ``ml_dtypes.bfloat16``) to a numpy dtype."""
+def as_dtype(dtype, what: str = "dtype") -> np.dtype:
+    """Normalise a dtype-like (``"float16"``, ``np.float16``, ``ml_dtypes.bfloat16``) to a numpy dtype.
+    ``what`` names the argument in the :class:`~npusim.errors.DtypeError` raised for any other type."""
     try:
         return _RESOLVED[dtype]
     except (KeyError, TypeError):
@@ -41,7 +44,12 @@ def as_dtype(dtype) -> np.dtype:
     except TypeError:
         d = None
     if d is None or d.name not in _BY_NAME:
-        raise TypeError(f"dtype {dtype!r} is not supported by npusim; use one of {', '.join(SUPPORTED)}")
+        shown = d.name if d is not None else repr(dtype)
+        names = ", ".join(SUPPORTED[:-1]) + " or " + SUPPORTED[-1]
+        raise DtypeError(f"{what}: {shown} is not supported; use {names}",
+                         hint=f"convert on the host, e.g. {what}.astype(np.float32)" if what.isidentifier()
+                         and what != "dtype" else f"pass one of ns.{', ns.'.join(SUPPORTED)}",
+                         dtype=shown, argument=what)
     try:
         _RESOLVED[dtype] = d
     except TypeError:

@@ -58,12 +58,19 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     """
     cfg = get_config(config)
     if not isinstance(block_dim, (int, np.integer)) or block_dim < 1 or block_dim > 65535:
-        raise UsageError(f"block_dim must be an int in 1..65535, got {block_dim!r}")
+        raise UsageError(f"block_dim must be an int in 1..65535, got {block_dim!r}",
+                         hint="launch(kernel, block_dim, *args): block_dim is the number of blocks, before the "
+                              "kernel's arguments")
     block_dim = int(block_dim)
+    if algorithmic_macs is not None and (not isinstance(algorithmic_macs, (int, np.integer)) or algorithmic_macs < 0):
+        raise UsageError(f"algorithmic_macs must be a non-negative int, got {algorithmic_macs!r}",
+                         hint="give the operation's useful multiply-accumulates, e.g. M * N * K of a matmul")
     try:
         bound = inspect.signature(kernel_fn).bind(*args, **kwargs)
     except TypeError as e:
-        raise UsageError(f"arguments do not match {getattr(kernel_fn, '__name__', 'kernel')}: {e}") from None
+        name = getattr(kernel_fn, "__name__", "kernel")
+        raise UsageError(f"arguments do not match {name}: {e}",
+                         hint=f"pass {name}{inspect.signature(kernel_fn)}'s arguments after block_dim") from None
     bound.apply_defaults()  # so that a keyword given after a skipped default keeps its own place
     check = sanitize != "off"
     gm: dict[str, GmBuffer] = {}
@@ -138,11 +145,8 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
         vec_ops += core.vector_ops
         vec_ideal += core.vector_ideal_cycles
         cube_dtype = cube_dtype or core.cube_peak_dtype
-    if algorithmic_macs is not None:
-        if not isinstance(algorithmic_macs, (int, np.integer)) or algorithmic_macs < 0:
-            raise UsageError(f"algorithmic_macs must be a non-negative int, got {algorithmic_macs!r}")
-        if cube_dtype is not None:   # the ideal Cube time of the useful work, at the Mmads' peak rate
-            cube_ideal = int(algorithmic_macs) / cfg.cube_macs_per_cycle[cube_dtype]
+    if algorithmic_macs is not None and cube_dtype is not None:   # the useful work's ideal Cube time
+        cube_ideal = int(algorithmic_macs) / cfg.cube_macs_per_cycle[cube_dtype]
     profile = Profile(
         kernel=getattr(kernel_fn, "__name__", "kernel"), config=cfg, block_dim=block_dim,
         total_cycles=max(max(block_end), memsys.drained), block_start_cycles=block_start,

@@ -18,29 +18,13 @@ from . import dtypes
 from .core import current
 from .errors import CapacityError, QueueError, TensorStateError, UsageError, report
 from .pipes import Pipe, TPosition, queue_pipes
-from .sanitizer import call_site, format_site
+from .sanitizer import call_site, format_site, guess_name, queue_text
 from .tensor import LocalTensor, Slot
 
 
 def _align_for(cfg, memory: str) -> int:
     return {"UB": cfg.ub_align_bytes, "L1": cfg.l1_align_bytes, "L0A": cfg.l0ab_align_bytes,
             "L0B": cfg.l0ab_align_bytes, "L0C": cfg.l0c_align_bytes}[memory]
-
-
-def _guess_name(obj, frame) -> str | None:
-    """The variable or attribute name the kernel gave ``obj`` (for readable messages)."""
-    while frame is not None:
-        for k, v in frame.f_locals.items():
-            if v is obj:
-                return k
-            if k == "self" and hasattr(v, "__dict__"):
-                for a, w in vars(v).items():
-                    if w is obj:
-                        return a
-        frame = frame.f_back
-        if frame is not None and frame.f_code.co_name == "launch":
-            break
-    return None
 
 
 class TPipe:
@@ -54,32 +38,40 @@ class TPipe:
         (``init_buffer(buf, length)``). ``length`` is in bytes per block, rounded up to 32 B."""
         if isinstance(target, TBuf):
             if length is not None:
-                raise UsageError("a TBuf has one buffer: init_buffer(buf, length) (no buffer count)")
+                raise UsageError(f"init_buffer({guess_name(target) or 'buf'}, {num}, {length}): a TBuf has one "
+                                 f"buffer, so no buffer count", hint="call init_buffer(buf, length)")
             length, num = num, 1
         elif not isinstance(target, TQue):
-            raise UsageError(f"init_buffer needs a TQue, TQueBind or TBuf, not {type(target).__name__}")
+            raise UsageError(f"init_buffer needs a TQue, TQueBind or TBuf, not {type(target).__name__}",
+                             hint="create the queue first, e.g. q = TQue(TPosition.VECIN), then "
+                                  "pipe.init_buffer(q, num, length)")
         if length is None:
-            raise UsageError("init_buffer(que, num, length): give the length of each buffer in bytes")
+            raise UsageError(f"init_buffer({queue_text(target)}, {num}) without a length",
+                             hint="init_buffer(que, num, length): give the length of each buffer in bytes")
         if not isinstance(num, int) or num < 1:
-            raise UsageError(f"init_buffer: num must be a positive int, got {num!r}")
+            raise UsageError(f"init_buffer({queue_text(target)}, ...): num must be a positive int, got {num!r}",
+                             hint="num is the buffer count: 1, or 2 for double buffering")
         if not isinstance(length, int) or length < 1:
-            raise UsageError(f"init_buffer: length must be a positive int of bytes, got {length!r}")
+            raise UsageError(f"init_buffer({queue_text(target)}, ...): length must be a positive int of bytes, "
+                             f"got {length!r}", hint="length is in bytes: elements * dtype itemsize, e.g. "
+                                                     "tile * 2 for float16")
         if target.slots:
-            raise UsageError(f"init_buffer called twice for {target.name or 'the same queue'}")
+            raise UsageError(f"init_buffer called twice for {queue_text(target)}",
+                             hint="give each queue or TBuf its memory once; create another TQue for more buffers")
         core = self.core
         if core.n_buffers + num > core.cfg.max_buffers:
             raise CapacityError(f"too many buffers: a TPipe holds at most {core.cfg.max_buffers}, this "
                                 f"init_buffer would make {core.n_buffers + num}",
                                 hint="share buffers between stages or use fewer queues",
                                 where=format_site(call_site()))
-        target.name = target.name or _guess_name(target, sys._getframe(1)) or f"{target.position.name}_{len(core.queues)}"
+        target.name = target.name or guess_name(target, sys._getframe(1)) or f"{target.position.name}_{len(core.queues)}"
         target._attach(core)
         mem = core.memory(target.position.memory)
         length = -(-length // 32) * 32
         align = _align_for(core.cfg, mem.name)
         for i in range(num):
             label = f"'{target.name}'[{i}]" if num > 1 else f"'{target.name}'"
-            addr = mem.allocate(length, align, f"{target.position.name} buffer {label}")
+            addr = mem.allocate(length, align, f"{target.position.name} buffer {label}", target)
             target._add_slot(Slot(mem, addr, length, label, target))
         core.n_buffers += num
 
@@ -113,13 +105,15 @@ class TQue:
 
     def _need_init(self, what: str):
         if self.core is None:
-            raise UsageError(f"{what} on a queue without memory: call pipe.init_buffer(queue, num, length) first")
+            name = self.name or guess_name(self) or "queue"
+            raise UsageError(f"{what} on queue {queue_text(self)}, which has no memory: init_buffer was never "
+                             f"called for it", hint=f"call pipe.init_buffer({name}, num, length) before using it")
         return self.core
 
     def alloc_tensor(self, dtype) -> LocalTensor:
         """Take a free buffer as a tensor of ``dtype`` (AllocTensor<T>). Its contents are undefined."""
         core = self.core or self._need_init("alloc_tensor")
-        d = dtypes.as_dtype(dtype)
+        d = dtypes.as_dtype(dtype, "alloc_tensor(dtype)")
         if not self._free:
             self._all_taken()
         slot = self._free.popleft()
@@ -212,9 +206,13 @@ class TQue:
     def _own(self, tensor, op) -> Slot:
         slot = getattr(tensor, "slot", None)
         if slot is None or not isinstance(tensor, LocalTensor):
-            raise UsageError(f"{op} needs a LocalTensor from this queue, not {type(tensor).__name__}")
+            raise UsageError(f"{op} on {queue_text(self)} needs a LocalTensor from this queue, not "
+                             f"{type(tensor).__name__}", hint=f"pass the tensor alloc_tensor() or deque() of "
+                                                              f"'{self.name}' returned")
         if slot.owner is not self:
-            raise UsageError(f"{op}: tensor {slot.label} belongs to '{slot.owner.name}', not to '{self.name}'")
+            raise UsageError(f"{op}: tensor {slot.label} belongs to '{slot.owner.name}', not to "
+                             f"{queue_text(self)}", hint=f"call {slot.owner.name}.{op}(...) for it, or use the "
+                                                         f"tensor this queue handed out")
         if slot.gen != tensor.gen:
             raise TensorStateError(f"{op}({slot.label}) on a tensor that was already freed",
                                    hint="each tensor is freed exactly once",
@@ -259,8 +257,10 @@ class TBuf:
     def get(self, dtype, count: int | None = None) -> LocalTensor:
         """The buffer (or its first ``count`` elements) as a tensor of ``dtype`` (Get<T>)."""
         if not self.slots:
-            raise UsageError("TBuf.get before pipe.init_buffer(buf, length)")
-        d = dtypes.as_dtype(dtype)
+            name = self.name or guess_name(self) or "buf"
+            raise UsageError(f"TBuf '{name}'.get before init_buffer: it has no memory",
+                             hint=f"call pipe.init_buffer({name}, length) first")
+        d = dtypes.as_dtype(dtype, "TBuf.get(dtype)")
         slot = self.slots[0]
         n = slot.nbytes // d.itemsize
         if count is not None:
@@ -275,5 +275,7 @@ class TBuf:
         """``count`` elements of ``dtype`` starting ``offset_bytes`` into the buffer (GetWithOffset)."""
         t = self.get(dtypes.as_dtype(dtype))
         if offset_bytes % t.dtype.itemsize:
-            raise UsageError("get_with_offset: offset must be a multiple of the element size")
+            raise UsageError(f"get_with_offset on TBuf '{self.name}': offset {offset_bytes} B is not a multiple "
+                             f"of the {t.dtype.name} element size ({t.dtype.itemsize} B)",
+                             hint="the offset is in bytes: elements * itemsize")
         return t[offset_bytes // t.dtype.itemsize: offset_bytes // t.dtype.itemsize + count]

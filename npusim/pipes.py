@@ -83,7 +83,8 @@ def queue_pipes(src: TPosition, dst: TPosition | None, has_fixpipe: bool) -> tup
             from .errors import UsageError
 
             raise UsageError(f"TQueBind({src.name}, {dst.name}) is not a supported pair; "
-                             f"supported: {', '.join(f'{a.name}->{b.name}' for a, b in _BOUND)}")
+                             f"supported: {', '.join(f'{a.name}->{b.name}' for a, b in _BOUND)}",
+                             hint="use two queues (e.g. a VECIN queue into the compute, a VECOUT queue out of it)")
         return _BOUND[key]
     if src == TPosition.CO1:
         return (Pipe.M, Pipe.FIX if has_fixpipe else Pipe.V)
@@ -92,7 +93,8 @@ def queue_pipes(src: TPosition, dst: TPosition | None, has_fixpipe: bool) -> tup
     except KeyError:
         from .errors import UsageError
 
-        raise UsageError(f"{src.name} has no queue; use a TBuf for scratch space at {src.name}") from None
+        raise UsageError(f"{src.name} has no queue", hint=f"use a TBuf({src.name}) for scratch space: its "
+                                                          f"accesses are ordered with flags") from None
 
 
 _QUEUE = {

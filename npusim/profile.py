@@ -335,7 +335,7 @@ class Profile:
         return self.summary()
 
     def _repr_html_(self) -> str:
-        from .views.html import table
+        from .tables import table
 
         return table(self._rows(), header=("Profile", self.kernel))
 

@@ -14,6 +14,7 @@ import os
 import sys
 
 from .errors import RaceError, report
+from .pipes import HardEvent, Pipe
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 # The simulator itself: the package's top-level modules and the instruction set. Everything else
@@ -41,21 +42,85 @@ def call_site() -> tuple[str, int]:
 
 
 def format_site(site: tuple[str, int]) -> str:
+    """``file.py:12``, or ``In [7], line 12`` for a notebook cell (as JupyterLab labels the cell)."""
     fname, line = site
+    cell = _notebook_cell(fname)
+    if cell:
+        return f"{cell}, line {line}"
     return f"{os.path.basename(fname)}:{line}"
 
 
-# record fields (a tuple is the cheapest record in CPython). A record covers blocks of ``blen`` bytes
-# every ``pitch`` bytes from ``lo`` (``nblk`` of them); a contiguous access has pitch 0.
-_LO, _HI, _W, _CORE, _PIPE, _EPOCH, _SITE, _OP, _PITCH, _BLEN, _NBLK = range(11)
+def _notebook_cell(fname: str) -> str | None:
+    """``In [7]`` when ``fname`` is the file IPython compiled cell 7 into, else None."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    fmt = getattr(getattr(shell, "compile", None), "format_code_name", None)
+    if fmt is None:
+        return None
+    try:
+        label = fmt(fname)  # ("Cell", "In[7]") for a cell's file, None otherwise
+    except Exception:  # noqa: BLE001 - an IPython without the map: fall back to the file name
+        return None
+    if not label or not str(label[1]).startswith("In["):
+        return None
+    return "In [" + str(label[1])[3:]
 
-_HAZARD_HINT = {
-    "RAW": "the reader must wait for the writer: enque after writing and deque before reading "
-           "(or set_flag/wait_flag the HardEvent {w}_{r})",
-    "WAR": "the writer must wait until the reader is done: free_tensor after reading and alloc_tensor "
-           "before writing (or set_flag/wait_flag the HardEvent {r}_{w})",
-    "WAW": "order the two writes: a queue between them, or set_flag/wait_flag the HardEvent {a}_{b}",
-}
+
+def guess_name(obj, frame=None) -> str | None:
+    """The variable or ``self`` attribute name the kernel gave ``obj``, searched from ``frame`` (default:
+    the innermost frame outside the simulator) outwards to the launch. Only for messages: it walks frames."""
+    if frame is None:
+        frame = sys._getframe(1)
+        while frame is not None and _is_internal(frame.f_code.co_filename):
+            frame = frame.f_back
+    while frame is not None:
+        for k, v in frame.f_locals.items():
+            if v is obj:
+                return k
+            if k == "self" and hasattr(v, "__dict__"):
+                for a, w in vars(v).items():
+                    if w is obj:
+                        return a
+        frame = frame.f_back
+        if frame is not None and frame.f_code.co_name == "launch":
+            break
+    return None
+
+
+def describe_tensor(t) -> str:
+    """A tensor as the learner knows it: their variable (when found), the buffer or GM argument, the
+    position and dtype, e.g. ``x_local (buffer 'in_x'[0] at VECIN, float16)``, else
+    ``buffer 'in_x'[0] (at VECIN, float16)``."""
+    var = guess_name(t)
+    what, where = _tensor_parts(t)
+    return f"{var} ({tensor_body(t)})" if var else f"{what} ({where})"
+
+
+def tensor_body(t) -> str:
+    """``buffer 'in_x'[0] at VECIN, float16`` (a part of it: ``[first:last]`` after the label), or
+    ``GM 'x', float32``."""
+    what, where = _tensor_parts(t)
+    return f"{what}{', ' if getattr(t, 'slot', None) is None else ' '}{where}"
+
+
+def _tensor_parts(t) -> tuple[str, str]:
+    slot = getattr(t, "slot", None)
+    if slot is None:  # a GlobalTensor
+        what = f"GM '{t.name}'"
+        if t.offset or t.size != t.buf.flat.size:
+            what += f"[{t.offset}:{t.offset + t.size}]"
+        return what, t.dtype.name
+    what = f"buffer {t.name}"
+    first = (t.addr - slot.addr) // t.dtype.itemsize
+    if first or t.nbytes != slot.nbytes:
+        what += f"[{first}:{first + t.size}]"
+    return what, f"at {t.position.name}, {t.dtype.name}"
+
+
+# record fields (a tuple is the cheapest record in CPython). A record covers blocks of ``blen`` bytes
+# every ``pitch`` bytes from ``lo`` (``nblk`` of them); a contiguous access has pitch 0. ``seq`` orders the
+# accesses of one tracker in program order.
+_LO, _HI, _W, _CORE, _PIPE, _EPOCH, _SITE, _OP, _PITCH, _BLEN, _NBLK, _SEQ = range(12)
 
 
 def _hits_blocks(a: int, p: int, bl: int, n: int, x: int, y: int) -> bool:
@@ -90,33 +155,41 @@ def _overlap(r, lo: int, hi: int, pitch: int, blen: int, n: int) -> bool:
 class AccessTracker:
     """Recent accesses to one memory (a core's UB/L1/L0x, or one GM buffer), bucketed by address."""
 
-    __slots__ = ("name", "shift", "reads", "writes", "describe", "_reported")
+    __slots__ = ("name", "shift", "reads", "writes", "memory", "init", "seq")
 
-    def __init__(self, name: str, nbytes: int, describe=None):
+    def __init__(self, name: str, nbytes: int, memory=None, init=None):
         self.name = name
         # 4-64 KB buckets (about 64 per memory): a typical access touches one or two buckets, and
         # pruning keeps few live records in each
         self.shift = min(16, max(12, (max(nbytes, 1) >> 6).bit_length()))
         self.reads: dict[int, list] = {}   # bucket -> read records
         self.writes: dict[int, list] = {}  # bucket -> write records
-        self.describe = describe  # (lo, hi) -> " (buffer 'x')" for messages
+        self.memory = memory  # the on-chip npusim.core.Memory (buffer names and owners), None for GM
+        self.init = init  # npusim.initcheck.InitMap of the memory, or None
+        self.seq = 0
 
     def access(self, lo: int, hi: int, write: bool, core: int, pipe: int, vc, epoch: int,
                site, op: str, mode: str, pitch: int = 0, blen: int = 0, nblk: int = 1,
-               key: int | None = None) -> None:
+               key: int | None = None, grain: int = 0) -> None:
         """Check an access of bytes [lo, hi) (or ``nblk`` blocks of ``blen`` bytes every ``pitch``)
         against earlier ones, then remember it. ``key``: the on-chip buffer the access lies in; all its
-        accesses share one bucket (buffers never overlap)."""
+        accesses share one bucket (buffers never overlap). ``grain``: a read whose every ``grain`` bytes
+        (e.g. 512 B fractals) need only one written byte each (see :mod:`npusim.initcheck`)."""
         if hi <= lo:
             return
         if pitch and (nblk <= 1 or blen >= pitch):
             pitch = 0
+        init = self.init
+        if init is not None:
+            k = (lo << 32) | hi if not (pitch or grain) else (lo, hi, pitch, blen, grain)
+            if k not in init.done:
+                init.update(k, lo, hi, write, pitch, blen, nblk, core, pipe, site, op, mode, grain)
         if key is None:
             shift = self.shift
             keys = range(lo >> shift, ((hi - 1) >> shift) + 1)
         else:
             keys = (key,)
-        reported = self._reported = None
+        found = None  # id -> conflicting record
         reads, writes = self.reads, self.writes
         strided = pitch != 0
         # a read can only race with writes; a write with both. Reads are kept apart so that the many
@@ -131,10 +204,9 @@ class AccessTracker:
                     if (rec[_LO] < hi and lo < rec[_HI]
                             and (rec[_CORE] != core or (rec[_PIPE] != pipe and vc[rec[_PIPE]] < rec[_EPOCH]))
                             and (not (strided or rec[_PITCH]) or _overlap(rec, lo, hi, pitch, blen, nblk))):
-                        if reported is None or id(rec) not in reported:
-                            reported = reported or set()
-                            reported.add(id(rec))
-                            self._race(rec, lo, hi, write, core, pipe, site, op, mode)
+                        if found is None:
+                            found = {}
+                        found[id(rec)] = rec
                     # a write that covers an older access supersedes it (it is ordered after it, or reported)
                     if write and not strided and rec[_LO] >= lo and rec[_HI] <= hi:
                         if keep is None:
@@ -143,7 +215,12 @@ class AccessTracker:
                         keep.append(rec)
                 if keep is not None:
                     table[b] = keep
-        rec = (lo, hi, write, core, pipe, epoch, site, op, pitch, blen, nblk)
+        if found:
+            # the latest conflicting access first: what orders this one after it is the fix to suggest
+            for r in sorted(found.values(), key=lambda r: r[_SEQ], reverse=True):
+                self._race(r, lo, hi, write, core, pipe, site, op, mode)
+        self.seq = seq = self.seq + 1
+        rec = (lo, hi, write, core, pipe, epoch, site, op, pitch, blen, nblk, seq)
         if write:
             table = writes
         else:
@@ -164,25 +241,94 @@ class AccessTracker:
                 lst.append(rec)
 
     def _race(self, rec, lo, hi, write, core, pipe, site, op, mode) -> None:
-        from .pipes import Pipe
-
         kind = "WAW" if (write and rec[_W]) else ("RAW" if not write else "WAR")
         a, b = Pipe(rec[_PIPE]), Pipe(pipe)
         olo, ohi = max(lo, rec[_LO]), min(hi, rec[_HI])
-        where = self.describe(olo, ohi) if self.describe else ""
+        mem = self.memory
+        where = mem.describe(olo, ohi) if mem is not None else ""
         verb_new = "write" if write else "read"
         verb_old = "write" if rec[_W] else "read"
         if rec[_CORE] != core:
             msg = (f"{kind} hazard between cores in {self.name}{where}, bytes [{olo:#x}, {ohi:#x}): "
                    f"block {core} {b.label} {verb_new} ({op}) at {format_site(site)} overlaps "
                    f"block {rec[_CORE]} {a.label} {verb_old} ({rec[_OP]}) at {format_site(rec[_SITE])}")
-            hint = ("give every block its own part of the tensor: offsets from get_block_idx() must not "
-                    "overlap, and the last block must stop at the end")
+            if (rec[_LO], rec[_HI]) == (lo, hi):
+                hint = ("every block touches the same bytes: a reduction across blocks, and blocks cannot wait "
+                        "for one another within a launch. Write one partial result per block (e.g. at "
+                        "offset get_block_idx() * n) and combine the partials in a second launch or on the host")
+            else:
+                hint = ("give every block its own part of the tensor: offsets from get_block_idx() must not "
+                        "overlap, and the last block must stop at the end")
         else:
             msg = (f"{kind} hazard in {self.name}{where}, bytes [{olo:#x}, {ohi:#x}) of block {core}: "
                    f"{b.label} {verb_new} ({op}) at {format_site(site)} is not ordered after "
                    f"{a.label} {verb_old} ({rec[_OP]}) at {format_site(rec[_SITE])}")
-            hint = _HAZARD_HINT[kind].format(w=a.name, r=b.name, a=a.name, b=b.name) if kind != "WAR" else \
-                _HAZARD_HINT[kind].format(r=a.name, w=b.name)
+            owner = mem.owner_at(olo) if mem is not None else None
+            hint = race_hint(kind, a, b, rec[_OP], op, owner)
         report(RaceError(msg, hint=hint, where=format_site(site), kind=kind, memory=self.name,
                          pipes=(a, b), cores=(rec[_CORE], core), address=(olo, ohi)), mode)
+
+
+def sync_for(a, b) -> str:
+    """What orders everything ``a`` issued before what ``b`` issues next: the HardEvent a_b where one exists,
+    else a barrier (the HardEvents are the pipe pairs Ascend C defines; not every pair has one)."""
+    for ev in HardEvent:
+        if ev.value == (a, b):
+            return f"set_flag/wait_flag the HardEvent {ev.name}"
+    return f"pipe_barrier(Pipe.ALL) (no HardEvent orders {a.label} before {b.label})"
+
+
+def race_hint(kind: str, a, b, op_a: str, op_b: str, owner) -> str:
+    """The fix of a race between pipe ``a`` (earlier, ``op_a``) and ``b`` in one core. ``owner``: the
+    TQue/TBuf whose buffer the bytes lie in, if any."""
+    sync = sync_for(a, b)
+    if Pipe.S in (a, b):  # queues order the DMA and compute pipes, never the scalar unit's own accesses
+        return f"the scalar unit's accesses need a flag: {sync}"
+    if getattr(owner, "producer", None) is None:  # GM or a TBuf: only flags order it
+        first = {"RAW": "the reader must wait for the writer", "WAR": "the writer must wait until the reader "
+                 "is done", "WAW": "order the two writes"}[kind]
+        return f"{first}: {sync}"
+    pq, cq = Pipe(owner.producer), Pipe(owner.consumer)
+    # the (producer, consumer) a queue would need for these two accesses: WAR is the free -> alloc edge
+    need = (b, a) if kind == "WAR" else (a, b)
+    if need != (pq, cq):
+        return _wrong_position(owner, pq, cq, need, a, b, op_a, op_b, sync)
+    if kind == "RAW":
+        return f"the reader must wait for the writer: enque after writing and deque before reading (or {sync})"
+    if kind == "WAR":
+        return (f"the writer must wait until the reader is done: free_tensor after reading and alloc_tensor "
+                f"before writing (or {sync})")
+    return f"order the two writes: a queue between them, or {sync}"
+
+
+#: the queue whose enque/deque order (producer, consumer)
+_QUEUE_FOR = {
+    ("MTE2", "V"): "a TQue(TPosition.VECIN)",
+    ("V", "MTE3"): "a TQue(TPosition.VECOUT)",
+    ("MTE2", "MTE3"): "a TQueBind(TPosition.VECIN, TPosition.VECOUT) (a copy without compute)",
+    ("MTE2", "MTE1"): "a TQue(TPosition.A1) or TQue(TPosition.B1)",
+    ("MTE1", "M"): "a TQue(TPosition.A2) or TQue(TPosition.B2)",
+    ("M", "FIX"): "a TQue(TPosition.CO1)",
+    ("M", "V"): "a TQue(TPosition.CO1) (on a core without Fixpipe)",
+}
+
+
+def queue_text(q) -> str:
+    """``'q_out' (VECOUT)`` or ``'q' (TQueBind(VECIN, VECOUT))`` for messages: the queue's name (or the
+    kernel's variable) and its position."""
+    name = q.name or guess_name(q)
+    pos = q.position.name
+    if getattr(q, "dst_position", None) is not None:
+        pos = f"TQueBind({pos}, {q.dst_position.name})"
+    return f"'{name}' ({pos})" if name else f"a {pos} queue"
+
+
+def _wrong_position(owner, pq, cq, need, a, b, op_a, op_b, sync) -> str:
+    better = _QUEUE_FOR.get((need[0].name, need[1].name))
+    fix = (f"data that {need[0].label} produces for {need[1].label} goes through {better}"
+           if better else f"no single queue orders {need[0].label} -> {need[1].label}: use one queue per step "
+                          f"(e.g. VECIN for the copy in, VECOUT for the result), or {sync}")
+    if (pq, cq) == (Pipe.MTE2, Pipe.MTE3) and Pipe.V in (a, b):
+        fix += "; to compute, copy in through a TQue(VECIN) and compute into a TQue(VECOUT) tensor"
+    return (f"the queue is at the wrong position: {queue_text(owner)} orders {pq.label} -> {cq.label} with "
+            f"enque/deque, but this buffer is used by {a.label} ({op_a}) then {b.label} ({op_b}); {fix}")

@@ -11,9 +11,18 @@ import numpy as np
 from . import dtypes
 from .errors import OutOfBoundsError, TensorStateError, UsageError
 from .pipes import TPosition
-from .sanitizer import AccessTracker, call_site, format_site
+from .sanitizer import AccessTracker, call_site, describe_tensor, format_site, guess_name, tensor_body
 
 GM_ALIGN = 512  # simulated GM allocations start on 512 B boundaries, like device malloc
+
+# GetValue/SetValue are instructions of the scalar unit: npusim.instructions.scalar (a layer above these
+# classes, which it checks against) installs them here when imported, as ``import npusim`` always does.
+_scalar_unit: dict = {}
+
+
+def install_scalar_unit(get_value, set_value) -> None:
+    """Route ``get_value``/``set_value`` of both tensor classes to the scalar unit's instructions."""
+    _scalar_unit.update(get=get_value, set=set_value)
 
 
 class GmBuffer:
@@ -23,10 +32,12 @@ class GmBuffer:
 
     def __init__(self, array: np.ndarray, name: str, addr: int, check: bool):
         if not isinstance(array, np.ndarray):
-            raise UsageError(f"GM argument {name!r} must be a numpy array, not {type(array).__name__}")
+            raise UsageError(f"{name}: a GM argument must be a numpy array, not {type(array).__name__}",
+                             hint=f"pass np.asarray({name}) (a torch tensor: {name}.numpy())")
         if not array.flags.c_contiguous:
-            raise UsageError(f"GM argument {name!r} must be C-contiguous: pass np.ascontiguousarray(...)")
-        self.dtype = dtypes.as_dtype(array.dtype)
+            raise UsageError(f"{name}: a GM argument must be C-contiguous (this one is a strided view)",
+                             hint=f"pass np.ascontiguousarray({name})")
+        self.dtype = dtypes.as_dtype(array.dtype, name)
         self.array = array
         self.flat = array.reshape(-1)
         self.raw = self.flat.view(np.uint8)
@@ -64,9 +75,19 @@ class GlobalTensor:
         return self.size
 
     def __getitem__(self, key) -> "GlobalTensor":
-        # no bounds check here: the instruction that touches the data reports the exact range
-        start, size = _slice(key, self.size, f"GM '{self.name}'", strict=False)
-        return GlobalTensor(self.buf, self.offset + start, size)
+        # no check of the end here: the instruction that touches the data reports the exact range
+        start, stop = _bounds(key, self.size, self)
+        if start < 0 or stop < 0:
+            n = self.buf.flat.size
+            lo, hi = self.offset + start, self.offset + stop
+            raise OutOfBoundsError(
+                f"negative GM offset: {guess_name(self) or self.name}[{_key_text(key)}] asks for elements "
+                f"[{lo}, {hi}) of '{self.name}', which has {n} elements ({self.dtype.name}); GM offsets do not "
+                f"wrap around to the end as Python's negative indices do",
+                hint="an offset computed from the previous tile (e.g. off - tile with off = 0) is negative: "
+                     "start at the first tile or clamp it with max(0, ...); for the last k elements write "
+                     "x[len(x) - k:]", where=format_site(call_site()), tensor=self.name, range=(lo, hi), size=n)
+        return GlobalTensor(self.buf, self.offset + start, max(0, stop - start))
 
     def byte_addr(self, elem: int = 0) -> int:
         return self.buf.addr + (self.offset + elem) * self.dtype.itemsize
@@ -77,29 +98,29 @@ class GlobalTensor:
         if 0 <= lo and lo + count <= self.buf.flat.size and start + count > self.size:
             raise OutOfBoundsError(
                 f"{op} touches elements [{start}, {start + count}) of the slice {self.name}"
-                f"[{self.offset}:{self.offset + self.size}], which has {self.size} elements",
+                f"[{self.offset}:{self.offset + self.size}], which has {self.size} elements: "
+                f"{start + count - self.size} element(s) past the end of the slice",
                 hint="make the slice as long as the copy, or copy fewer elements",
                 where=format_site(site), tensor=self.name, range=(lo, lo + count), size=self.size)
         if lo < 0 or lo + count > self.buf.flat.size or count < 0:
             n = self.buf.flat.size
+            how = (f"it starts {-lo} element(s) before the first" if lo < 0 else
+                   f"{lo + count - n} element(s) past the end")
             raise OutOfBoundsError(
                 f"GM out of bounds: {op} touches elements [{lo}, {lo + count}) of '{self.name}', which has "
-                f"{n} elements ({self.dtype.name}); {lo + count - n} element(s) past the end",
+                f"{n} elements ({self.dtype.name}); {how}",
                 hint="the last tile is shorter than the others: compute its length from the total size "
-                     "(e.g. min(tile, total - offset)) and copy only that much",
+                     "(e.g. min(tile, total - offset)) and copy only that much" if lo >= 0 else
+                     "GM offsets and indices count from the first element and must be >= 0",
                 where=format_site(site), tensor=self.name, range=(lo, lo + count), size=n)
 
     def get_value(self, index: int):
         """Read one element through the scalar unit (GetValue on GM)."""
-        from .instructions.scalar import scalar_get
-
-        return scalar_get(self, index)
+        return _scalar_unit["get"](self, index)
 
     def set_value(self, index: int, value) -> None:
         """Write one element through the scalar unit (SetValue on GM)."""
-        from .instructions.scalar import scalar_set
-
-        scalar_set(self, index, value)
+        _scalar_unit["set"](self, index, value)
 
     def __repr__(self) -> str:
         return f"GlobalTensor('{self.name}', {self.dtype.name}, offset={self.offset}, size={self.size})"
@@ -173,38 +194,36 @@ class LocalTensor:
         return v
 
     def __getitem__(self, key) -> "LocalTensor":
-        start, size = _slice(key, self.size, self.name)
+        start, size = _slice(key, self.size, self)
         t = LocalTensor(self.slot, self.addr + start * self.dtype.itemsize, size, self.dtype, self.position)
         t.gen = self.gen
         return t
 
     def reinterpret_cast(self, dtype) -> "LocalTensor":
         """The same bytes seen as another dtype (ReinterpretCast)."""
-        d = dtypes.as_dtype(dtype)
+        d = dtypes.as_dtype(dtype, "reinterpret_cast(dtype)")
         if self.nbytes % d.itemsize:
-            raise UsageError(f"{self.name}: {self.nbytes} B cannot be viewed as {d.name}")
+            raise UsageError(f"reinterpret_cast of {describe_tensor(self)}: {self.nbytes} B cannot be viewed as "
+                             f"{d.name}", hint=f"reinterpret a part of a multiple of {d.itemsize} B")
         t = LocalTensor(self.slot, self.addr, self.nbytes // d.itemsize, d, self.position)
         t.gen = self.gen
         return t
 
     def get_value(self, index: int):
         """Read one element through the scalar unit (GetValue): needs a flag after vector writes."""
-        from .instructions.scalar import scalar_get
-
-        return scalar_get(self, index)
+        return _scalar_unit["get"](self, index)
 
     def set_value(self, index: int, value) -> None:
         """Write one element through the scalar unit (SetValue)."""
-        from .instructions.scalar import scalar_set
-
-        scalar_set(self, index, value)
+        _scalar_unit["set"](self, index, value)
 
     def to_numpy(self) -> np.ndarray:
         """A copy of the contents, for debugging only: free, untimed and unchecked (like a printf)."""
         return self.view().copy()
 
-    def check_usable(self, op: str, site, start: int = 0, count: int | None = None) -> None:
-        """The tensor must be live and owned by the caller, and [start, start+count) inside it."""
+    def check_usable(self, op: str, site, start: int = 0, count: int | None = None, hint: str = "") -> None:
+        """The tensor must be live and owned by the caller, and [start, start+count) inside it (``hint``:
+        the caller's advice when it is not, e.g. a padding rule)."""
         slot = self.slot
         if slot.gen != self.gen or slot.state == Slot.FREE:
             raise TensorStateError(
@@ -219,35 +238,56 @@ class LocalTensor:
                 hint="after enque(t), get the tensor back with t = queue.deque() before using it",
                 where=format_site(site), tensor=self.name)
         if count is not None and (start < 0 or start + count > self.size):
+            var = guess_name(self)
+            isz = self.dtype.itemsize
+            first = (self.addr - slot.addr) // isz
+            part = (f"; it is the part [{first}:{first + self.size}] of a buffer of {slot.nbytes // isz} elements "
+                    f"({slot.nbytes} B)" if first or self.nbytes != slot.nbytes else "")
             raise OutOfBoundsError(
-                f"{op} touches elements [{start}, {start + count}) of local tensor {self.name}, which has "
-                f"{self.size} elements ({self.dtype.name}, {self.nbytes} B at {self.position.name})",
-                hint="make the count fit the tensor, or allocate a bigger buffer in init_buffer",
-                where=format_site(site), tensor=self.name)
+                f"{op} touches elements [{start}, {start + count}) of local tensor {self.name}"
+                f"{f' (variable {var})' if var else ''}, which has {self.size} elements ({self.dtype.name}, "
+                f"{self.nbytes} B at {self.position.name}){part}: "
+                f"{f'{start + count - self.size} element(s) past its end' if start >= 0 else 'a negative start'}",
+                hint=hint or "make the count fit the tensor, or allocate a bigger buffer in "
+                                         "init_buffer", where=format_site(site), tensor=self.name)
 
     def __repr__(self) -> str:
         return (f"LocalTensor({self.name}, {self.position.name}, {self.dtype.name}, size={self.size}, "
                 f"addr={self.addr:#x})")
 
 
-def _slice(key, size: int, what: str, strict: bool = True) -> tuple[int, int]:
+def _bounds(key, size: int, t) -> tuple[int, int]:
+    """(start, stop) of ``t[key]`` in elements of ``t``, unchecked: an int is ``t[key:]``."""
     if isinstance(key, (int, np.integer)):
-        start, stop = int(key), size
-    elif isinstance(key, slice):
+        return int(key), size
+    if isinstance(key, slice):
         if key.step not in (None, 1):
-            raise UsageError(f"{what}: only contiguous slices [start:stop] are supported")
-        start = 0 if key.start is None else int(key.start)
-        stop = size if key.stop is None else int(key.stop)
-    else:
-        raise UsageError(f"{what}: index with an element offset, e.g. t[offset:] or t[a:b]")
-    if not strict:  # GM: Python's negative indices, no bounds check (the instruction reports exactly)
-        if start < 0:
-            start += size
-        if stop < 0:
-            stop += size
-        return start, max(0, stop - start)
-    if start < 0 or start > size or stop < start or stop > size:
-        raise OutOfBoundsError(f"{what}[{start}:{stop}] is outside its {size} elements",
-                               hint="offsets count elements, not bytes", where=format_site(call_site()))
-    return start, stop - start
+            raise UsageError(f"{describe_tensor(t)}: only contiguous slices [start:stop] are supported, not a "
+                             f"step of {key.step}", hint="copy with DataCopyParams strides for every k-th block")
+        return (0 if key.start is None else int(key.start)), (size if key.stop is None else int(key.stop))
+    raise UsageError(f"{describe_tensor(t)}: index with an element offset, not {type(key).__name__}",
+                     hint="write t[offset:] or t[a:b] (element offsets)")
 
+
+def _key_text(key) -> str:
+    if isinstance(key, slice):
+        return f"{'' if key.start is None else key.start}:{'' if key.stop is None else key.stop}"
+    return f"{key}:"
+
+
+def _slice(key, size: int, t) -> tuple[int, int]:
+    """(start, size) of a local tensor's ``t[key]``; it must lie inside the tensor."""
+    start, stop = _bounds(key, size, t)
+    if start < 0 or start > size or stop < start or stop > size:
+        if start < 0 or stop < 0:
+            why, hint = ("negative offsets do not wrap around to the end", "compute an offset >= 0")
+        elif stop > size:
+            why = f"{stop - size} element(s) past its end"
+            hint = (f"offsets count elements, not bytes: the tensor holds {size} {t.dtype.name} elements "
+                    f"({size * t.dtype.itemsize} B)")
+        else:
+            why, hint = "stop is before start", "write t[a:b] with a <= b"
+        raise OutOfBoundsError(f"{guess_name(t) or t.name}[{_key_text(key)}] is outside its {size} elements "
+                               f"({tensor_body(t)}): {why}", hint=hint, where=format_site(call_site()),
+                               tensor=t.name)
+    return start, stop - start

@@ -6,7 +6,8 @@ lab is about speed, a performance target. A failure raises :class:`CheckFailed` 
 what came back, on which input, and what to look at; a pass prints one line.
 
 Each lab's checks live in a module ``labNN*.py`` of this package; every public function of those modules
-(listed in its ``__all__``, or not starting with ``_``) is a check available here.
+(listed in its ``__all__``, or not starting with ``_``) is a check available here. Other modules hold
+lab code that a notebook and its checks share (``conv_lab``: lab 04's kernel hooks).
 """
 
 from __future__ import annotations

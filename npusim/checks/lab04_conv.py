@@ -9,7 +9,7 @@ from .. import conv, formats
 from ..conv import ConvGeometry, ConvTiling, choose_tiling
 from ..errors import NpuSimError
 from ..launch import launch
-from ..kernels.conv_lab import BandConv, ReferenceBand, band_conv, band_conv_args, conv2d_float64
+from .conv_lab import BandConv, ReferenceBand, band_conv, band_conv_args, conv2d_float64
 from ._core import CheckFailed, call_learner, compare, describe, passed, run_kernel
 
 __all__ = ["conv_reuse", "nc1hwc0_transform", "conv_tiling"]
@@ -32,7 +32,7 @@ _REUSE_CASES = [  # (x shape, w shape, stride, padding, dilation, tiling changes
 
 
 def conv_reuse(kernel_class) -> None:
-    """Lab 04, exercise 1: ``kernel_class`` (a :class:`~npusim.kernels.conv_lab.BandConv` subclass with
+    """Lab 04, exercise 1: ``kernel_class`` (a :class:`~npusim.checks.conv_lab.BandConv` subclass with
     ``load_band`` and ``band_row``) computes Conv2D on hidden layers, and reads fewer GM bytes than the
     output-tiling (direct) variant: each input row of a band is loaded once per width tap."""
     __tracebackhide__ = True

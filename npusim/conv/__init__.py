@@ -14,8 +14,9 @@ inside Fixpipe on A2, a vector pass in UB on 'classic'), or as a separate kernel
 
 Modules: geometry (shape arithmetic), tiling (block sizes, ``explain()``), host (host-side constants),
 transform (layout transform kernels), staging (NCHW padding), rowwise (what a-c share), direct, reuse,
-layout, img2col (the kernels), common (Drain, Epilogue), fusion (the separate ReLU launch, fused vs
-separate), api (the host-side runners), bench_cases (``npusim bench``).
+layout, img2col (the kernels), common (Drain, Epilogue), epilogue (the separate ReLU launch, dequant
+scales, ``chain``), api (the host-side runners), fusion (fused vs separate). ``npusim bench``'s conv cases
+are in :mod:`npusim.bench.conv`.
 """
 
 from .api import ConvResult, conv2d, run_direct, run_img2col, run_layout, run_reuse

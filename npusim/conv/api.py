@@ -32,7 +32,7 @@ import npusim as ns
 from . import host
 from .common import Epilogue
 from .direct import conv2d_direct
-from .fusion import chain, dequant_scales, run_relu
+from .epilogue import chain, dequant_scales, run_relu
 from .geometry import ConvGeometry, dtype_of
 from .img2col import conv2d_img2col
 from .layout import conv2d_layout

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import AlignmentError, UsageError, report
-from ..sanitizer import format_site
+from ..sanitizer import describe_tensor, format_site
 from ..tensor import GlobalTensor, LocalTensor
 
 
@@ -25,9 +25,9 @@ def touch(core, t, start: int, count: int, write: bool, pipe: int, vc, site, op:
 
 
 def touch_bytes(core, t, lo_byte: int, hi_byte: int, write: bool, pipe: int, vc, site, op: str,
-                pitch: int = 0, blen: int = 0, nblk: int = 1) -> None:
+                pitch: int = 0, blen: int = 0, nblk: int = 1, grain: int = 0) -> None:
     """Like :func:`touch` for a byte range relative to the start of ``t``; with ``pitch``, only the
-    ``nblk`` blocks of ``blen`` bytes every ``pitch`` bytes inside it."""
+    ``nblk`` blocks of ``blen`` bytes every ``pitch`` bytes inside it. ``grain``: see AccessTracker.access."""
     if isinstance(t, LocalTensor):
         tracker = t.slot.memory.tracker
         base = t.addr
@@ -38,16 +38,33 @@ def touch_bytes(core, t, lo_byte: int, hi_byte: int, write: bool, pipe: int, vc,
         key = None
     if tracker is not None:
         tracker.access(base + lo_byte, base + hi_byte, write, core.block_idx, pipe, vc, vc[pipe], site, op,
-                       core.mode, pitch, blen, nblk, key)
+                       core.mode, pitch, blen, nblk, key, grain)
+
+
+#: the positions whose tensors live in each memory, for hints
+POSITIONS = {"UB": "VECIN/VECOUT/VECCALC", "L1": "A1/B1", "L0A": "A2", "L0B": "B2", "L0C": "CO1"}
 
 
 def local(t, op: str, what: str, memories: tuple[str, ...]) -> LocalTensor:
+    need = "/".join(memories)
+    at = "/".join(POSITIONS[m] for m in memories)
     if not isinstance(t, LocalTensor):
-        raise UsageError(f"{op}: {what} must be a LocalTensor in {'/'.join(memories)}, not "
-                         f"{type(t).__name__}")
-    if t.slot.memory.name not in memories:
-        raise UsageError(f"{op}: {what} is at {t.position.name} ({t.slot.memory.name}); {op} needs it in "
-                         f"{'/'.join(memories)}")
+        gm = isinstance(t, GlobalTensor)
+        raise UsageError(f"{op}: {what} must be a LocalTensor in {need}, not "
+                         f"{describe_tensor(t) if gm else type(t).__name__}",
+                         hint=f"{op} works on on-chip tensors: copy GM data into {need} first (data_copy), and use "
+                              f"a tensor from alloc_tensor/deque or TBuf.get at {at}" if gm else
+                              f"pass a tensor from alloc_tensor/deque or TBuf.get at {at}")
+    mem = t.slot.memory.name
+    if mem not in memories:
+        hint = f"use a tensor from a queue or TBuf at {at}"
+        if mem == "L0C" and "UB" in memories:
+            cfg = t.slot.memory.core.cfg
+            hint = (f"on '{cfg.name}' results leave L0C through fixpipe (L0C -> GM; relu and deq_scale ride "
+                    f"along); to post-process them in UB, fixpipe to GM, then data_copy GM -> UB"
+                    if cfg.has_fixpipe else "move L0C -> UB first: data_copy(ub_tensor, l0c_tensor, count) on the "
+                                            "vector pipe")
+        raise UsageError(f"{op}: {what} {describe_tensor(t)} is in {mem}; {op} needs it in {need}", hint=hint)
     return t
 
 
@@ -60,7 +77,9 @@ def check_count(count, op: str) -> int:
                 return int(count)
         except ImportError:  # pragma: no cover
             pass
-        raise UsageError(f"{op}: count must be a positive number of elements, got {count!r}")
+        raise UsageError(f"{op}: count must be a positive number of elements, got {count!r}",
+                         hint="pass the number of elements as an int > 0 (a tile of zero elements needs no "
+                              "instruction: skip it)")
     return count
 
 
@@ -77,8 +96,10 @@ def same_dtype(op: str, *ts) -> None:
     d = ts[0].dtype
     for t in ts[1:]:
         if t.dtype != d:
-            raise UsageError(f"{op}: operands must share a dtype; got {ts[0].name} {d.name} and "
-                             f"{t.name} {t.dtype.name} (use cast() first)")
+            raise UsageError(f"{op}: operands must share a dtype; got {describe_tensor(ts[0])} and "
+                             f"{describe_tensor(t)}",
+                             hint=f"cast() one of them first, e.g. cast(t_{d.name}, t_{t.dtype.name}, "
+                                  f"RoundMode.CAST_RINT, count), or allocate both as {d.name}")
 
 
 __all__ = ["touch", "touch_bytes", "local", "check_count", "check_align", "same_dtype", "GlobalTensor"]

@@ -8,7 +8,7 @@ from ..core import current
 from ..errors import DtypeError, OutOfBoundsError, UsageError
 from ..params import MmadParams
 from ..pipes import Pipe
-from ..sanitizer import call_site, format_site
+from ..sanitizer import call_site, describe_tensor, format_site
 from ._access import check_align, local, touch
 
 M = int(Pipe.M)
@@ -31,27 +31,35 @@ def mmad(dst, a, b, params: MmadParams | None = None, *, m: int | None = None, n
     if params is not None:
         m, n, k, accumulate = params.m, params.n, params.k, not params.cmatrix_init_val
     if None in (m, n, k):
-        raise UsageError(f"{op}: give MmadParams(m, n, k) or m=, n=, k=")
+        raise UsageError(f"{op}: the sizes are missing", hint="pass MmadParams(m, n, k) or m=, n=, k=")
     for name, v in (("m", m), ("n", n), ("k", k)):
         if not (1 <= v <= 4095):
-            raise UsageError(f"{op}: {name}={v}; each of m, n, k must be in 1..4095")
+            raise UsageError(f"{op}: {name}={v}; each of m, n, k must be in 1..4095",
+                             hint="skip the mmad of an empty tile (a K loop with K = 0 computes nothing: drain "
+                                  "nothing either), and split sizes above 4095 into several mmads"
+                             if v < 1 else "split the tile into several mmads of at most 4095")
     local(dst, op, "destination", ("L0C",))
     local(a, op, "a", ("L0A",))
     local(b, op, "b", ("L0B",))
     cfg = core.cfg
     ind = NAMES[a.dtype]
     if b.dtype != a.dtype:
-        raise DtypeError(f"{op}: a is {ind} but b is {b.dtype.name}; the Cube multiplies equal types",
+        raise DtypeError(f"{op}: a is {ind} but b is {b.dtype.name} (a: {describe_tensor(a)}, b: "
+                         f"{describe_tensor(b)}); the Cube multiplies equal types",
+                         hint="load both operands as one type (cast in UB before the copy to L1, or on the host)",
                          where=format_site(site))
     if ind not in cfg.cube_macs_per_cycle:
         raise DtypeError(f"{op}: the '{cfg.name}' Cube does not take {ind} inputs (it takes "
                          f"{', '.join(cfg.cube_macs_per_cycle)})",
-                         hint="cast the inputs to float16 first" if ind == "float32" else "",
+                         hint="cast the inputs to float16 first" if ind == "float32" else
+                         f"use one of {', '.join(cfg.cube_macs_per_cycle)} inputs, or another preset",
                          where=format_site(site))
     acc = NAMES[dst.dtype]
     fp16_acc = ind == "float16" and acc == "float16"
     if acc != _ACC.get(ind) and not fp16_acc:
-        raise DtypeError(f"{op}: {ind} inputs accumulate into {_ACC.get(ind)}, not {acc}",
+        raise DtypeError(f"{op}: {ind} inputs accumulate into {_ACC.get(ind)}, not {acc} (destination "
+                         f"{describe_tensor(dst)})",
+                         hint=f"allocate the L0C (CO1) tensor as {_ACC.get(ind)}: alloc_tensor(ns.{_ACC.get(ind)})",
                          where=format_site(site))
     if fp16_acc and not cfg.cube_fp16_accumulate:
         raise DtypeError(f"{op}: fp16 -> fp16 accumulation is not supported on '{cfg.name}' (A2 accumulates "
@@ -67,15 +75,20 @@ def mmad(dst, a, b, params: MmadParams | None = None, *, m: int | None = None, n
     for t, cnt in need:
         t.check_usable(op, site)
         if cnt > t.size:
-            raise OutOfBoundsError(f"{op}: m={m}, n={n}, k={k} needs {cnt} elements in {t.name} "
-                                   f"({t.position.name}) but it holds {t.size}",
-                                   hint="sizes are rounded up to whole fractals (16 x K0)",
+            whole = t.slot.nbytes // t.dtype.itemsize
+            raise OutOfBoundsError(f"{op}: m={m}, n={n}, k={k} needs {cnt} elements in {describe_tensor(t)} "
+                                   f"but it holds {t.size} (its buffer {whole})",
+                                   hint=f"sizes are rounded up to whole fractals of 16 x K0 (K0 = {k0} for "
+                                        f"{ind}): a needs ceil(m/16)*16 x ceil(k/K0)*K0, b ceil(k/K0)*K0 x "
+                                        f"ceil(n/16)*16, the L0C tensor ceil(m/16)*16 x ceil(n/16)*16 elements",
                                    where=format_site(site), tensor=t.name)
     if core.check:
         vc = core.epoch(M)
         touch(core, a, 0, m1 * k1 * 16 * k0, False, M, vc, site, op)
         touch(core, b, 0, k1 * n1 * 16 * k0, False, M, vc, site, op)
-        touch(core, dst, 0, m1 * n1 * 256, True, M, vc, site, op)  # (only M writes L0C: no read check)
+        if accumulate:  # += reads L0C: the first K step must write it (initcheck)
+            touch(core, dst, 0, m1 * n1 * 256, False, M, vc, site, op)
+        touch(core, dst, 0, m1 * n1 * 256, True, M, vc, site, op)
     numerics.mmad(dst.view()[:m1 * n1 * 256].reshape(n1, m1, 16, 16),
                   a.view()[:m1 * k1 * 16 * k0].reshape(m1, k1, 16, k0),
                   b.view()[:k1 * n1 * 16 * k0].reshape(k1, n1, 16, k0), k, accumulate)

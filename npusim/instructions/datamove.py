@@ -12,7 +12,7 @@ from ..numerics import RoundMode, cast
 from ..params import (DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, FixpipeParams,
                       LoadData2DParams, LoadData3DParams, Nd2NzParams)
 from ..pipes import Pipe
-from ..sanitizer import call_site, format_site
+from ..sanitizer import call_site, describe_tensor, format_site
 from ..tensor import GlobalTensor, LocalTensor
 from ._access import check_align, check_count, local, touch_bytes
 
@@ -42,7 +42,9 @@ def _mem(t) -> str:
         return "GM"
     if isinstance(t, LocalTensor):
         return t.slot.memory.name
-    raise UsageError(f"expected a GlobalTensor or LocalTensor, got {type(t).__name__}")
+    raise UsageError(f"expected a GlobalTensor or LocalTensor, got {type(t).__name__} {t!r:.60}",
+                     hint="copies take a kernel argument's GlobalTensor (or a slice of it) or a local tensor "
+                          "from alloc_tensor/deque/TBuf.get")
 
 
 def _raw(t) -> tuple[np.ndarray, int, int]:
@@ -134,10 +136,18 @@ def _route(core, dst, src, op, site):
         hint = _WRONG_ROUTE_HINT.get((smem, dmem), "")
         if smem == "L0C" and dmem == "UB":
             hint = f"{core.cfg.name} drains L0C with fixpipe (L0C -> GM); L0C -> UB exists on 'classic'"
-        raise UsageError(f"{op} cannot move {smem} -> {dmem}" + (f": {hint}" if hint else ""))
+        raise UsageError(f"{op} cannot move {smem} -> {dmem} (from {describe_tensor(src)} to "
+                         f"{describe_tensor(dst)})",
+                         hint=hint or f"DataCopy moves {', '.join(sorted(r[1] for r in _ROUTES.values()))}")
     if src.dtype != dst.dtype:
-        raise UsageError(f"{op}: source is {src.dtype.name} but destination is {dst.dtype.name}; DataCopy "
-                         f"does not convert (use cast() in UB, or fixpipe for L0C results)")
+        local_t = dst if isinstance(dst, LocalTensor) else src
+        other = src if local_t is dst else dst
+        raise UsageError(f"{op}: source is {src.dtype.name} but destination is {dst.dtype.name} (from "
+                         f"{describe_tensor(src)} to {describe_tensor(dst)}); DataCopy does not convert",
+                         hint=f"allocate the local tensor as {other.dtype.name} (alloc_tensor(ns.{other.dtype.name})) "
+                              f"and cast() in UB if you need {local_t.dtype.name}; fixpipe converts L0C results"
+                         if isinstance(other, GlobalTensor) else
+                         "copy between tensors of one dtype and cast() in UB (fixpipe converts L0C results)")
     for t, mem in ((src, smem), (dst, dmem)):
         if mem != "GM":
             check_align(core, t, _align_of(core, mem), op, site)
@@ -216,7 +226,9 @@ def data_copy(dst, src, arg) -> None:
         p = arg
         if p.block_count < 1 or p.block_len < 1 or p.block_count > 4095 or p.src_stride < 0 or p.dst_stride < 0:
             raise UsageError(f"data_copy: DataCopyParams needs 1 <= block_count <= 4095, block_len >= 1 and "
-                             f"gaps (src_stride, dst_stride) >= 0 (hardware strides are unsigned), got {p}")
+                             f"gaps (src_stride, dst_stride) >= 0 (hardware strides are unsigned), got {p}",
+                             hint="block_len and the strides count 32 B units; the strides are the gaps between "
+                                  "blocks (not their pitch); split more than 4095 blocks into several copies")
         blen = p.block_len * 32
         sp, dp = (p.block_len + p.src_stride) * 32, (p.block_len + p.dst_stride) * 32
         _check_span(src, p.block_count, blen, sp, "data_copy", site, "source")
@@ -254,21 +266,30 @@ def data_copy_pad(dst, src, params, pad_params: DataCopyPadExtParams | None = No
     site = call_site()
     smem, dmem = _mem(src), _mem(dst)
     if (smem, dmem) not in (("GM", "UB"), ("UB", "GM")):
-        raise UsageError(f"data_copy_pad moves GM <-> UB, not {smem} -> {dmem}")
+        raise UsageError(f"data_copy_pad moves GM <-> UB, not {smem} -> {dmem} (from {describe_tensor(src)} to "
+                         f"{describe_tensor(dst)})",
+                         hint="a matrix goes GM -> L1 with data_copy(dst, src, Nd2NzParams(...)) (it pads to whole "
+                              "fractals itself), other GM -> L1 data with data_copy and a count or DataCopyParams"
+                         if dmem == "L1" else "use data_copy for this path")
     route = _route(core, dst, src, "data_copy_pad", site)
     isz = src.dtype.itemsize
     if isinstance(params, DataCopyParams):
         raise UsageError("data_copy_pad takes an element count or DataCopyExtParams (block_len in bytes), "
-                         "not DataCopyParams (32 B units, for data_copy)")
+                         "not DataCopyParams (32 B units, for data_copy)",
+                         hint="DataCopyExtParams(block_count, block_len_bytes, src_stride, dst_stride)")
     if not isinstance(params, DataCopyExtParams):
         params = DataCopyExtParams(1, check_count(params, "data_copy_pad") * isz, 0, 0)
     p = params
     pad = pad_params or DataCopyPadExtParams()
     if not (1 <= p.block_count <= 4095) or p.block_len < 1 or p.block_len % isz or p.src_stride < 0 or p.dst_stride < 0:
         raise UsageError(f"data_copy_pad: need 1 <= block_count <= 4095 and block_len a positive multiple "
-                         f"of {isz} B ({src.dtype.name}); got {p}")
+                         f"of {isz} B ({src.dtype.name}); got {p}",
+                         hint="DataCopyExtParams.block_len counts bytes (elements x itemsize), and its strides "
+                              "are gaps >= 0")
     if pad.left_padding * isz > 32 or pad.right_padding * isz > 32:
-        raise UsageError("data_copy_pad: left_padding and right_padding are at most 32 B each")
+        raise UsageError(f"data_copy_pad: left_padding and right_padding are at most 32 B each, got "
+                         f"{pad.left_padding} and {pad.right_padding} {src.dtype.name} elements",
+                         hint=f"pad at most {32 // isz} {src.dtype.name} elements on each side")
     if smem == "GM":
         ub_blk = -(-(pad.left_padding * isz + p.block_len + pad.right_padding * isz) // 32) * 32
         gm_pitch, ub_pitch = p.block_len + p.src_stride, ub_blk + p.dst_stride * 32
@@ -316,27 +337,37 @@ def data_copy_pad(dst, src, params, pad_params: DataCopyPadExtParams | None = No
 def _nd2nz(core, dst, src, p: Nd2NzParams, site) -> None:
     op = "data_copy(nd2nz)"
     if not isinstance(src, GlobalTensor) or _mem(dst) != "L1":
-        raise UsageError(f"{op}: ND->NZ copies GM -> L1 (A1/B1), not {_mem(src)} -> {_mem(dst)}")
+        raise UsageError(f"{op}: ND->NZ copies GM -> L1 (A1/B1), not {_mem(src)} -> {_mem(dst)} (from "
+                         f"{describe_tensor(src)} to {describe_tensor(dst)})",
+                         hint="give Nd2NzParams only to a copy from a GlobalTensor into an A1/B1 tensor")
     if src.dtype != dst.dtype:
-        raise UsageError(f"{op}: source is {src.dtype.name}, destination {dst.dtype.name}")
+        raise UsageError(f"{op}: source is {src.dtype.name}, destination {dst.dtype.name} (from "
+                         f"{describe_tensor(src)} to {describe_tensor(dst)})",
+                         hint=f"allocate the L1 tensor as {src.dtype.name}: Nd2Nz does not convert")
     check_align(core, dst, core.cfg.l1_align_bytes, op, site)
     n, d = p.n_value, p.d_value
     if n < 1 or d < 1 or p.nd_num < 1:
-        raise UsageError(f"{op}: n_value, d_value and nd_num must be >= 1, got {p}")
+        raise UsageError(f"{op}: n_value, d_value and nd_num must be >= 1, got {p}",
+                         hint="n_value is the rows, d_value the columns of each ND matrix; skip empty tiles")
     isz = src.dtype.itemsize
     c0 = 32 // isz
     src_d = p.src_d_value or d
     n16 = -(-n // 16) * 16
     c0_stride = p.dst_nz_c0_stride or n16
     if c0_stride < n:
-        raise UsageError(f"{op}: dst_nz_c0_stride ({c0_stride}) must be >= n_value ({n})")
+        raise UsageError(f"{op}: dst_nz_c0_stride ({c0_stride}) must be >= n_value ({n})",
+                         hint=f"dst_nz_c0_stride is the rows of one C0 column in L1: leave it 0 (n rounded up to "
+                              f"16 = {n16}) or give at least n_value")
     rows = min(n16, c0_stride)  # rows written per C0 column: the data, then zeros up to 16
     d1 = -(-d // c0)
     nd = p.nd_num
     mat_stride = p.dst_nz_matrix_stride or d1 * c0_stride * c0
     src_mat = p.src_nd_matrix_stride
     src.check_range(0, (nd - 1) * src_mat + (n - 1) * src_d + d, op, site)
-    dst.check_usable(op, site, 0, (nd - 1) * mat_stride + (d1 - 1) * c0_stride * c0 + rows * c0)
+    dst.check_usable(op, site, 0, (nd - 1) * mat_stride + (d1 - 1) * c0_stride * c0 + rows * c0, hint=(
+        f"Nd2Nz pads each matrix to whole 16 x C0 fractals: n_value={n} rows become {rows}, d_value={d} columns "
+        f"{d1 * c0} (C0 = {c0} for {src.dtype.name}), so each matrix takes {rows} x {d1 * c0} = "
+        f"{rows * d1 * c0} elements in L1; size the buffer for ceil(n/16)*16 x ceil(d/C0)*C0 elements per matrix"))
     # the nd matrices' rows form one evenly strided run when the matrices follow each other in GM
     rows_uniform = nd == 1 or src_mat == n * src_d
     pipe = MTE2
@@ -386,10 +417,14 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams) -> N
     local(src, op, "source", ("L1",))
     local(dst, op, "destination", ("L0A", "L0B"))
     if src.dtype != dst.dtype:
-        raise UsageError(f"{op}: source is {src.dtype.name}, destination {dst.dtype.name}")
+        raise UsageError(f"{op}: source is {src.dtype.name}, destination {dst.dtype.name} (from "
+                         f"{describe_tensor(src)} to {describe_tensor(dst)})",
+                         hint="LoadData does not convert: allocate the L0A/L0B tensor with the L1 tensor's dtype")
     p = params
     if p.repeat_times < 1 or p.repeat_times > 255 or p.src_stride < 0 or p.dst_gap < 0 or p.start_index < 0:
-        raise UsageError(f"{op}: need 1 <= repeat_times <= 255 and non-negative strides, got {p}")
+        raise UsageError(f"{op}: need 1 <= repeat_times <= 255 and non-negative strides, got {p}",
+                         hint="repeat_times counts 512 B fractals: load more than 255 with several load_data "
+                              "calls (start_index moves on by repeat_times * src_stride)")
     isz = src.dtype.itemsize
     if p.if_transpose and isz != 2:
         raise DtypeError(f"{op}: if_transpose works on 16x16 fp16/bf16 fractals, not {src.dtype.name}",
@@ -405,15 +440,20 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams) -> N
     dst.check_usable(op, site)
     if src_end > src.nbytes or dst_end > dst.nbytes:
         bad, have, need = (src, src.nbytes, src_end) if src_end > src.nbytes else (dst, dst.nbytes, dst_end)
-        raise OutOfBoundsError(f"{op}: {bad.name} has {have} B ({have // F} fractals) but the load needs "
-                               f"{need} B", hint="check start_index, repeat_times and the strides",
+        raise OutOfBoundsError(f"{op}: {describe_tensor(bad)} has {have} B ({have // F} fractals; its buffer "
+                               f"{bad.slot.nbytes} B) but the load needs {need} B ({-(-need // F)} fractals)",
+                               hint="LoadData moves whole 512 B fractals (16 rows x 32 B): a matrix of m rows "
+                                    "takes ceil(m/16) fractal rows, so size buffers for m rounded up to 16; "
+                                    "check start_index, repeat_times and the strides",
                                where=format_site(site), tensor=bad.name)
     pipe = MTE1
     src_pitch = max(p.src_stride, 1) * F
     if core.check:
         vc = core.epoch(pipe)
+        # a fractal of L1 is defined once the copy into L1 wrote some of it: its other rows are padding the
+        # Cube computes on and the mmad's m, n, k leave out (initcheck at fractal grain)
         touch_bytes(core, src, p.start_index * F, src_end, False, pipe, vc, site, op,
-                    src_pitch if p.src_stride else 0, F, p.repeat_times if p.src_stride else 1)
+                    src_pitch if p.src_stride else 0, F, p.repeat_times if p.src_stride else 1, grain=F)
         touch_bytes(core, dst, 0, dst_end, True, pipe, vc, site, op, dst_pitch, F, p.repeat_times)
     e = F // isz
     sv = _view(src.slot.memory.buf, src.addr + p.start_index * F, (p.repeat_times, e), (p.src_stride * F, isz),
@@ -467,7 +507,9 @@ def load_data_3d(dst: LocalTensor, src: LocalTensor, params: LoadData3DParams) -
     local(src, op, "source", ("L1",))
     local(dst, op, "destination", ("L0A",))
     if src.dtype != dst.dtype:
-        raise UsageError(f"{op}: source is {src.dtype.name}, destination {dst.dtype.name}")
+        raise UsageError(f"{op}: source is {src.dtype.name}, destination {dst.dtype.name} (from "
+                         f"{describe_tensor(src)} to {describe_tensor(dst)})",
+                         hint="img2col does not convert: allocate the L0A tensor with the L1 image's dtype")
     p = params
     isz = src.dtype.itemsize
     c0 = 32 // isz
@@ -478,13 +520,17 @@ def load_data_3d(dst: LocalTensor, src: LocalTensor, params: LoadData3DParams) -
                              hint="round the tile up to whole fractals", where=format_site(site))
     if p.channel_size % c0 or p.channel_size < c0:
         raise AlignmentError(f"{op}: channel_size ({p.channel_size}) must be a multiple of C0={c0}: the L1 "
-                             f"image is NC1HWC0 with channels padded to C0", where=format_site(site))
+                             f"image is NC1HWC0 with channels padded to C0",
+                             hint=f"give the padded channel count: ceil(channels / {c0}) * {c0}",
+                             where=format_site(site))
     if min(p.l1_h, p.l1_w, p.kh, p.kw, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w) < 1 or min(
             p.pad_top, p.pad_bottom, p.pad_left, p.pad_right, p.m_start) < 0:
         raise UsageError(f"{op}: image size, kernel, strides and dilations must be >= 1 and pads/m_start >= 0, "
-                         f"got {p}")
+                         f"got {p}", hint="check the LoadData3DParams fields: sizes >= 1, paddings >= 0")
     if p.out_h < 1 or p.out_w < 1:
-        raise UsageError(f"{op}: the window does not fit the padded image (output {p.out_h} x {p.out_w})")
+        raise UsageError(f"{op}: the window does not fit the padded image (output {p.out_h} x {p.out_w})",
+                         hint="the kernel (with dilation) must fit l1_h + pad_top + pad_bottom rows and "
+                              "l1_w + pad_left + pad_right columns")
     check_align(core, dst, core.cfg.l0ab_align_bytes, op, site)
     img = p.channel_size * p.l1_h * p.l1_w
     src.check_usable(op, site, 0, img)
@@ -513,29 +559,38 @@ def fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParams) -> None:
     site = call_site()
     op = "fixpipe"
     if not core.cfg.has_fixpipe:
-        raise UsageError(f"{op}: the '{core.cfg.name}' core has no Fixpipe; move L0C -> UB with "
-                         f"data_copy(ub_tensor, l0c_tensor, count) on the vector pipe, then UB -> GM")
+        raise UsageError(f"{op}: the '{core.cfg.name}' core has no Fixpipe",
+                         hint="move L0C -> UB with data_copy(ub_tensor, l0c_tensor, count) on the vector pipe, "
+                              "then UB -> GM")
     local(src, op, "source", ("L0C",))
     if not isinstance(dst, GlobalTensor):
-        raise UsageError(f"{op}: destination must be a GlobalTensor (L0C -> GM)")
+        raise UsageError(f"{op}: destination must be a GlobalTensor (L0C -> GM), not "
+                         f"{describe_tensor(dst) if isinstance(dst, LocalTensor) else type(dst).__name__}",
+                         hint="fixpipe(c_gm[offset:], c_l0c, FixpipeParams(m, n, dst_stride=row_length))")
     p = params
     m, n = p.m, p.n
     if m < 1 or n < 1:
-        raise UsageError(f"{op}: m and n must be >= 1, got m={m}, n={n}")
+        raise UsageError(f"{op}: m and n must be >= 1, got m={m}, n={n}",
+                         hint="skip the drain of an empty tile")
     src_m = p.src_stride or -(-m // 16) * 16
     if src_m % 16 or src_m < m:
-        raise UsageError(f"{op}: src_stride ({src_m}) must be a multiple of 16 and >= m ({m})")
+        raise UsageError(f"{op}: src_stride ({src_m}) must be a multiple of 16 and >= m ({m})",
+                         hint="src_stride is the rows of the NZ tile in L0C (m rounded up to 16); leave it 0")
     dst_stride = p.dst_stride or n
     n1 = -(-n // 16)
     sdt, ddt = NAMES[src.dtype], NAMES[dst.dtype]
     if sdt == "float32" and ddt not in ("float16", "bfloat16", "float32"):
-        raise DtypeError(f"{op}: float32 results convert to float16, bfloat16 or float32, not {ddt}",
+        raise DtypeError(f"{op}: float32 results convert to float16, bfloat16 or float32, not {ddt} (GM "
+                         f"'{dst.name}')", hint="pass a float16, bfloat16 or float32 output array",
                          where=format_site(site))
     if sdt == "int32" and ddt not in ("float16", "int32", "float32", "bfloat16"):
         raise DtypeError(f"{op}: int32 results convert to float16/bfloat16/float32 (with deq_scale) or stay "
-                         f"int32, not {ddt}", where=format_site(site))
+                         f"int32, not {ddt} (GM '{dst.name}')",
+                         hint="pass an int32 output array, or a float one with FixpipeParams(deq_scale=...)",
+                         where=format_site(site))
     if sdt == "float16" and ddt != "float16":
-        raise DtypeError(f"{op}: an fp16 accumulator drains as float16 only", where=format_site(site))
+        raise DtypeError(f"{op}: an fp16 accumulator drains as float16 only, not {ddt} (GM '{dst.name}')",
+                         hint="pass a float16 output array, or accumulate in float32", where=format_site(site))
     src.check_usable(op, site, 0, n1 * src_m * 16)
     osz = dst.dtype.itemsize
     dst.check_range(0, (m - 1) * dst_stride + n, op, site)
@@ -545,7 +600,9 @@ def fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParams) -> None:
         local(scale, op, "deq_scale", ("L1",))
         scale.check_usable(op, site, 0, n)
         if NAMES[scale.dtype] != "float32":
-            raise DtypeError(f"{op}: deq_scale must be float32, not {scale.dtype.name}", where=format_site(site))
+            raise DtypeError(f"{op}: deq_scale must be float32, not {describe_tensor(scale)}",
+                             hint="copy the scales into an L1 tensor allocated as float32",
+                             where=format_site(site))
     if core.check:
         vc = core.epoch(pipe)
         touch_bytes(core, src, 0, n1 * src_m * 16 * src.dtype.itemsize, False, pipe, vc, site, op)

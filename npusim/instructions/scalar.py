@@ -11,8 +11,8 @@ import numpy as np
 from .. import costs
 from ..core import current
 from ..errors import UsageError
-from ..sanitizer import call_site
-from ..tensor import GlobalTensor
+from ..sanitizer import call_site, describe_tensor
+from ..tensor import GlobalTensor, install_scalar_unit
 from ._access import touch
 
 S = 0
@@ -20,13 +20,16 @@ S = 0
 
 def _check(t, index: int, op: str, site) -> int:
     if not isinstance(index, (int, np.integer)):
-        raise UsageError(f"{op}: index must be an int, not {type(index).__name__}")
+        raise UsageError(f"{op}: index must be an int, not {type(index).__name__}",
+                         hint="pass an element index as an int, e.g. t.get_value(0)")
     index = int(index)
     if isinstance(t, GlobalTensor):
         t.check_range(index, 1, op, site)
     else:
         if t.slot.memory.name != "UB":
-            raise UsageError(f"{op}: the scalar unit reaches UB and GM, not {t.slot.memory.name}")
+            raise UsageError(f"{op}: the scalar unit reaches UB and GM, not {t.slot.memory.name} "
+                             f"({describe_tensor(t)})",
+                             hint="copy the data to UB (or drain L0C to GM) first and read it there")
         t.check_usable(op, site, index, 1)
     return index
 
@@ -60,3 +63,6 @@ def scalar_set(t, index: int, value) -> None:
         touch(core, t, index, 1, True, S, core.epoch(S), site, "set_value")
     core.scalar_op(costs.scalar_access_cycles(core.cfg), "set_value", site)
     _arr(t)[index] = np.asarray(value).astype(t.dtype)
+
+
+install_scalar_unit(scalar_get, scalar_set)

@@ -17,7 +17,7 @@ from ..core import current
 from ..errors import AlignmentError, OutOfBoundsError, UsageError, report
 from ..numerics import RoundMode
 from ..pipes import Pipe
-from ..sanitizer import call_site, format_site
+from ..sanitizer import call_site, describe_tensor, format_site
 from ._access import check_align, check_count, local, same_dtype, touch
 
 V = int(Pipe.V)
@@ -38,7 +38,8 @@ def _prep(op: str, dst, srcs, count, allowed=_NUMERIC):
         local(s, op, "source", ("UB",))
     same_dtype(op, dst, *srcs)
     if dst.dtype not in allowed:
-        raise UsageError(f"{op} works on {_names(allowed)}, not {dst.dtype.name}")
+        raise UsageError(f"{op} works on {_names(allowed)}, not {dst.dtype.name} ({describe_tensor(dst)})",
+                         hint=f"cast() to one of {_names(allowed)} first")
     for t in (dst, *srcs):
         t.check_usable(op, site, 0, count)
         check_align(core, t, 32, op, site)
@@ -149,7 +150,8 @@ def _reduce(op: str, dst, src, tmp, count: int, fn) -> None:
         local(t, op, w, ("UB",))
     same_dtype(op, dst, src, tmp)
     if dst.dtype not in _NUMERIC:
-        raise UsageError(f"{op} works on {_names(_NUMERIC)}, not {dst.dtype.name}")
+        raise UsageError(f"{op} works on {_names(_NUMERIC)}, not {dst.dtype.name} ({describe_tensor(dst)})",
+                         hint=f"cast() to one of {_names(_NUMERIC)} first")
     isz = src.dtype.itemsize
     repeats = -(-count * isz // core.cfg.vector_bytes_per_cycle)
     tmp_need = -(-repeats * isz // 32) * 32 // isz  # one partial per 256 B repeat, 32 B aligned
@@ -192,7 +194,8 @@ def cast(dst, src, round_mode: RoundMode, count: int) -> None:
     local(dst, op, "dst", ("UB",))
     local(src, op, "src", ("UB",))
     if not isinstance(round_mode, RoundMode):
-        raise UsageError(f"cast: round_mode must be a RoundMode such as RoundMode.CAST_RINT, not {round_mode!r}")
+        raise UsageError(f"cast: round_mode must be a RoundMode, not {round_mode!r}",
+                         hint="cast(dst, src, RoundMode.CAST_RINT, count): round_mode comes before count")
     src.check_usable(op, site, 0, count)
     dst.check_usable(op, site, 0, count)
     if core.check:
@@ -246,9 +249,11 @@ def compare(dst_mask, src0, src1, cmp_mode: CMPMODE, count: int) -> None:
         local(s, op, "source", ("UB",))
     same_dtype(op, src0, src1)
     if dst_mask.dtype.name != "uint8":
-        raise UsageError("compare: dst_mask must be a uint8 tensor (one bit per element)")
+        raise UsageError(f"compare: dst_mask must be a uint8 tensor (one bit per element), not "
+                         f"{describe_tensor(dst_mask)}", hint="take the mask with alloc_tensor(ns.uint8)")
     if not isinstance(cmp_mode, CMPMODE):
-        raise UsageError(f"compare: cmp_mode must be a CMPMODE such as CMPMODE.LT, not {cmp_mode!r}")
+        raise UsageError(f"compare: cmp_mode must be a CMPMODE, not {cmp_mode!r}",
+                         hint="compare(mask, a, b, CMPMODE.LT, count): cmp_mode comes before count")
     _check_256(core, op, count, src0.dtype.itemsize, site)
     nb = -(-count // 8)
     for t, c in ((src0, count), (src1, count), (dst_mask, nb)):

@@ -23,7 +23,7 @@ from ..errors import NpuSimError, UsageError
 from ..views.explorer import Control
 from .charts import CHARTS, breakdown
 from .metrics import CATEGORIES, LABELS, ModelProfile
-from .tables import html_table
+from ..tables import html_table
 
 MAX_CHARTS = 2
 

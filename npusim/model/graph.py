@@ -144,7 +144,7 @@ class Graph:
         return out
 
     def summary(self) -> str:
-        from .tables import text_table
+        from ..tables import text_table
 
         return text_table(self.rows(), ("node", "op", "inputs", "runs on"))
 
@@ -155,6 +155,6 @@ class Graph:
         return f"Graph({self.name!r}, {len(self.nodes)} nodes: {' -> '.join(self.ops())})"
 
     def _repr_html_(self) -> str:
-        from .tables import html_table
+        from ..tables import html_table
 
         return html_table(self.rows(), ("node", "op", "inputs", "runs on"), title=f"Graph {self.name}")

@@ -24,7 +24,7 @@ import numpy as np
 from .graph import Graph
 from .schedule import Event
 from .system import SystemConfig
-from .tables import html_table, text_table
+from ..tables import html_table, text_table
 
 #: Breakdown categories, in priority order, and their labels.
 CATEGORIES = ("device", "transfers", "host", "launch", "idle")

@@ -7,8 +7,8 @@
     views.to_chrome_trace(profile, "t.json")   # open in ui.perfetto.dev
     views.Explorer(fn, [views.int_choice("tile", [256, 512, 1024])], charts=("timeline",))
 
-Names load on first use: ``Profile._repr_html_`` imports :mod:`npusim.views.html` and must not pay for
-matplotlib or ipywidgets.
+Names load on first use, so that ``from npusim.views import metrics_table`` does not pay for matplotlib or
+ipywidgets.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.conv
 
 
 def test_conv2d_img2col_case_registers_and_reports_the_figures():
-    import npusim.conv.bench_cases  # noqa: F401  (registers the case)
+    import npusim.bench.conv  # noqa: F401  (registers the case)
 
     line = bench.CASES["conv2d_img2col"](1)
     for key in ("kernel", "sim_s", "numpy_s", "ratio", "instructions", "sim_cycles", "mac_utilization", "target_sim_s"):

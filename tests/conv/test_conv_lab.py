@@ -1,4 +1,4 @@
-"""npusim.kernels.conv_lab (lab 04's hooks around npusim.conv) and the checks of lab 04."""
+"""npusim.checks.conv_lab (lab 04's hooks around npusim.conv) and the checks of lab 04."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from conv_reference import conv2d_numpy
 from npusim import checks as check
 from npusim import formats
 from npusim.conv import ConvGeometry, choose_tiling
-from npusim.kernels.conv_lab import (BandConv, ReferenceBand, ZeroWriter, conv2d_float64, explore_tiling,
-                                     run_band_conv)
+from npusim.checks.conv_lab import (BandConv, ReferenceBand, ZeroWriter, conv2d_float64, explore_tiling,
+                                    run_band_conv)
 
 pytestmark = pytest.mark.conv
 

@@ -46,3 +46,24 @@ def test_bench_only_one_case_and_unknown_case():
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0
     assert "nope" in bad.stdout + bad.stderr
+
+
+def test_bench_finds_the_cases_of_every_module_in_its_package(tmp_path, monkeypatch):
+    import pkgutil
+
+    import npusim.bench as bench
+
+    cases = bench.load()
+    assert {"vector_add", "matmul", "conv2d_img2col", "explorer_redraw"} <= set(cases)
+    assert {fn.__module__ for fn in cases.values()} == {
+        f"npusim.bench.{m.name}" for m in pkgutil.iter_modules(bench.__path__)}
+    # a module dropped into the package is all a new case needs
+    (tmp_path / "dropped_in.py").write_text(
+        "from npusim.bench import case\n\n\n@case('dropped_in')\ndef dropped_in(repeat):\n"
+        "    return {'kernel': 'dropped_in', 'repeat': repeat}\n")
+    monkeypatch.setattr(bench, "__path__", [*bench.__path__, str(tmp_path)])
+    monkeypatch.setattr(bench, "CASES", dict(bench.CASES))
+    try:
+        assert bench.load()["dropped_in"](3) == {"kernel": "dropped_in", "repeat": 3}
+    finally:
+        sys.modules.pop("npusim.bench.dropped_in", None)

@@ -787,6 +787,8 @@ def random_program(x, y, program):
     b = ns.TBuf()
     pipe.init_buffer(b, 11 * CHUNK * 2)
     t = b.get(ns.float16)
+    ns.duplicate(t, 0.0, 11 * CHUNK)  # defined contents (initcheck), ordered before everything by the barrier
+    ns.pipe_barrier(ns.Pipe.ALL)
     for step in program:
         if step[0] == "set":
             ns.set_flag(step[1], step[2])

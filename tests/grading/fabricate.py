@@ -115,3 +115,55 @@ def class_of(folder: Path) -> dict[str, Path]:
     broken.write_text(text[: len(text) // 2], encoding="utf-8")
     paths[broken.name] = broken
     return paths
+
+
+# --- hostile submissions: each is lab 00 solved, plus one cell that attacks the course ------------------
+
+_FIND = ("import os, npusim\n"
+         "copy = os.path.dirname(npusim.__file__)   # the package this kernel imports\n"
+         "course = {course!r}                        # the course folder, had the learner guessed it\n")
+TAMPER = {
+    # delete the checks of labs 00-03 and a solution, in the imported copy and in the course folder
+    "delete-checks": _FIND + (
+        "for target in (copy + '/checks/lab00_01.py', course + '/npusim/checks/lab00_01.py',\n"
+        "               course + '/solutions/01_vector_add.ipynb'):\n"
+        "    try:\n        os.remove(target)\n    except OSError as e:\n        print('refused:', e)\n"),
+    # plant a check module that passes lab 01 for anyone (collected after lab00_01, so its names win)
+    "fake-check": _FIND + (
+        "fake = ('from ._core import passed\\n'\n"
+        "        'def vector_add(k):\\n    passed(\"vector_add\", \"3 hidden inputs match\")\\n'\n"
+        "        'def vector_add_fast(k):\\n    passed(\"vector_add_fast\", \"fast enough\")\\n')\n"
+        "for folder in (copy + '/checks', course + '/npusim/checks'):\n"
+        "    try:\n        open(folder + '/lab01_zfake.py', 'w').write(fake)\n"
+        "    except OSError as e:\n        print('refused:', e)\n"),
+    # rewrite the grader's pytest plugin so that it logs nothing (a later run would score from nothing)
+    "rewrite-plugin": _FIND + (
+        "for path in (copy + '/course/grading/plugin.py', course + '/npusim/course/grading/plugin.py'):\n"
+        "    try:\n        open(path, 'a').write('\\ndef pytest_runtest_makereport(item, call):\\n    pass\\n')\n"
+        "    except OSError as e:\n        print('refused:', e)\n"),
+}
+
+
+def tamperer(kind: str, course: Path):
+    """Lab 00, solved, with a cell after its first check that runs attack ``kind`` of :data:`TAMPER`."""
+    return insert_after(solution("00_tour"), "check-peak-tflops", TAMPER[kind].format(course=str(course)),
+                        f"attack-{kind}")
+
+
+def course_copy(folder: Path) -> Path:
+    """A course folder to grade (``--root``): this repository's ``npusim/`` and ``solutions/``, plus a lab
+    ``98_seed`` whose one check prints the seed and strictness its kernel was given."""
+    import shutil
+
+    shutil.copytree(ROOT / "npusim", folder / "npusim", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "solutions", folder / "solutions")
+    (folder / "npusim" / "checks" / "lab98_seed.py").write_text(
+        "import os\n\nfrom ._core import passed\n\n\ndef seed_echo():\n"
+        "    passed('seed_echo', f\"seed {os.environ.get('NPUSIM_CHECK_SEED')} \"\n"
+        "                        f\"strict {os.environ.get('NPUSIM_STRICT')}\")\n", encoding="utf-8")
+    imp = new_code_cell("from npusim import checks as check")
+    imp["id"] = "98_see-import"
+    chk = new_code_cell("check.seed_echo()", metadata={"tags": ["check"]})
+    chk["id"] = "check-seed-echo"
+    write(nbformat.v4.new_notebook(cells=[imp, chk]), folder / "solutions" / "98_seed.ipynb")
+    return folder

@@ -89,7 +89,7 @@ def test_submissions_are_byte_identical_afterwards(graded):
 
 
 def test_gradebook_columns(graded):
-    assert graded["header"] == ["learner", "lab", "file", *CHECKS, "total", "max", "status", "reason", "seconds"]
+    assert graded["header"] == ["learner", "lab", "file", *CHECKS, "total", "max", "status", "reason", "flags", "seconds"]
     for row in graded["rows"]:
         assert float(row["seconds"]) < 60, row
 
@@ -246,20 +246,34 @@ def test_unreadable_submissions_still_get_a_row(tmp_path):
     assert sorted(p.stem for p in (tmp_path / "fb").glob("*.md")) == ["kim", "lee", "max", "nobody"]
 
 
-def _grading_processes() -> list[int]:
-    """Processes still running with a grading folder in their environment (a kernel left behind)."""
+def _left_behind(sandboxes) -> list[int]:
+    """Processes still running that carry one of these submissions' sandbox tokens in their environment.
+    Only this run's sandboxes count: other grading runs may be going on on the same machine (and may reuse
+    a user id once this run has released it)."""
+    needles = [f"NPUSIM_GRADE_TOKEN={sb.token}".encode() for sb in sandboxes]
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
-            if b"npusim-grade-" in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
+            env = (entry / "environ").read_bytes()
         except OSError:
             continue
+        if any(n in env for n in needles):
+            found.append(int(entry.name))
     return found
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc to look for leftover kernels")
-def test_notebook_wall_clock_limit_kills_everything(tmp_path):
+def test_notebook_wall_clock_limit_kills_everything(tmp_path, monkeypatch):
+    from npusim.course.grading import sandbox as sandbox_mod
+
+    made = []
+    init = sandbox_mod.Sandbox.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(sandbox_mod.Sandbox, "__init__", spy)
     nb = solve(lab("00_tour"), "00_tour", PEAK)
     next(c for c in nb.cells if c.get("id") == COPY).source = "import time\nwhile True:\n    time.sleep(0.1)"
     path = write(nb, tmp_path / "olga_00_tour.ipynb")
@@ -275,4 +289,5 @@ def test_notebook_wall_clock_limit_kills_everything(tmp_path):
     assert float(row["seconds"]) < 40
     assert _sha(path) == digest
     time.sleep(0.5)
-    assert _grading_processes() == [], "a kernel or pytest of the grader outlived its wall-clock limit"
+    assert made, "the submission ran in a sandbox"
+    assert _left_behind(made) == [], "a kernel or pytest of the grader outlived its wall-clock limit"

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.views
 
 def test_explorer_redraw_case_reports_median_ms():
     from npusim.bench import CASES
-    from npusim.views import bench_cases  # noqa: F401  (registers the case)
+    import npusim.bench.views  # noqa: F401  (registers the case)
 
     out = CASES["explorer_redraw"](1)
     assert out["kernel"] == "explorer_redraw" and out["target_ms"] == 150

@@ -1,4 +1,4 @@
-"""Benchmark of the visual layer: ``npusim bench --only explorer_redraw`` (registered via bench.PLUGINS).
+"""Benchmark of the visual layer: ``npusim bench --only explorer_redraw``.
 
 Measures what a learner feels in lab 01: the milliseconds from moving the tile slider to the new charts
 being in the widget (simulation + the lab's two charts + PNG rendering + metrics table), in-process, no
@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from ..bench import case
+from . import case
 
 #: Tile sizes the redraws step through (all fit UB with one or two buffers of three queues).
 _TILES = (256, 512, 1024, 2048, 4096, 8192)
@@ -26,7 +26,7 @@ def bench_explorer_redraw(repeat: int) -> dict:
     """Vector add of 65,536 fp16 elements in an Explorer (tile slider, buffer-count dropdown; charts
     timeline + bandwidth, as in lab 01): median ms from a slider change to the finished redraw."""
     from ..kernels.vector_add import run_vector_add
-    from .explorer import Explorer, choice, int_choice
+    from ..views.explorer import Explorer, choice, int_choice
 
     n = 65536
     rng = np.random.default_rng(0)

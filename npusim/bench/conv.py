@@ -1,4 +1,4 @@
-"""``npusim bench`` cases of the Conv2D kernels (registered on import; listed in ``npusim.bench.PLUGINS``).
+"""``npusim bench`` cases of the Conv2D kernels.
 
 ``conv2d_img2col``: the img2col variant on the reference layer (batch 1, 56x56x64 -> 64, 3x3, stride 1,
 pad 1, fp16), as a user calls it: the NCHW -> NC1HWC0 transform, the convolution and the NHWC -> NCHW
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npusim.bench import case, measure
+from . import case, line, measure
 
 REFERENCE_LAYER = dict(n=1, cin=64, h=56, w=56, cout=64, k=3, stride=1, pad=1)
 
@@ -18,9 +18,8 @@ REFERENCE_LAYER = dict(n=1, cin=64, h=56, w=56, cout=64, k=3, stride=1, pad=1)
 @case("conv2d_img2col")
 def bench_conv2d_img2col(repeat: int) -> dict:
     """(c) conv2d, img2col variant, 1x64x56x56 -> 64, 3x3, pad 1, fp16 -> fp16, one block."""
-    from npusim import formats
-
-    from .api import run_img2col
+    from ..conv.api import run_img2col
+    from ..formats import im2col
 
     L = REFERENCE_LAYER
     rng = np.random.default_rng(0)
@@ -30,20 +29,15 @@ def bench_conv2d_img2col(repeat: int) -> dict:
     w_mat = w.reshape(L["cout"], -1).T.astype(np.float32)          # (Cin*Kh*Kw, Cout), columns in (c, i, j) order
 
     def floor() -> np.ndarray:
-        cols = formats.im2col(x[0], L["k"], L["k"], (L["stride"],) * 2, (L["pad"],) * 2)
+        cols = im2col(x[0], L["k"], L["k"], (L["stride"],) * 2, (L["pad"],) * 2)
         return (cols.astype(np.float32) @ w_mat).T.reshape(1, L["cout"], L["h"], L["w"]).astype(np.float16)
 
     sim_s, np_s, res = measure(lambda: run_img2col(x, w, padding=L["pad"], stride=L["stride"]), floor, repeat)
     ref = floor().astype(np.float64)
     tol = np.sqrt(k) * 2.0 ** -11
     assert np.allclose(res.output.astype(np.float64), ref, rtol=4 * tol, atol=4 * tol * np.abs(ref).max())
-    p = res.profile
-    # the same fields as npusim.bench's own cases; the kernel's profile is the convolution launch
-    return {"kernel": "conv2d_img2col", "sim_s": round(sim_s, 5), "numpy_s": round(np_s, 5),
-            "ratio": round(sim_s / np_s, 2) if np_s > 0 else None,
-            "instructions": p.instruction_count, "sim_cycles": round(p.total_cycles),
-            "sim_time_us": round(p.time_us, 3), "layer": "1x64x56x56->64 3x3 s1 p1 fp16",
-            "mac_utilization": round(p.mac_utilization, 4), "launches": 1 + len(res.transforms),
-            "instructions_total": p.instruction_count + sum(t.instruction_count for t in res.transforms.values()),
-            "transforms_us": round(sum(t.time_us for t in res.transforms.values()), 3),
-            "target_sim_s": 0.200}
+    p = res.profile   # the kernel's profile is the convolution launch
+    return line("conv2d_img2col", sim_s, np_s, p, layer="1x64x56x56->64 3x3 s1 p1 fp16",
+                mac_utilization=round(p.mac_utilization, 4), launches=1 + len(res.transforms),
+                instructions_total=p.instruction_count + sum(t.instruction_count for t in res.transforms.values()),
+                transforms_us=round(sum(t.time_us for t in res.transforms.values()), 3), target_sim_s=0.200)

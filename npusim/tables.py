@@ -1,9 +1,21 @@
-"""Plain-text and HTML tables of any number of columns (graphs, per-op tables, metrics)."""
+"""Plain-text and HTML tables: two-column ``(name, value)`` tables (the ``_repr_html_`` of configs and
+profiles) and tables of any number of columns (graphs, per-op tables, metrics)."""
 
 from __future__ import annotations
 
 import html
 from typing import Sequence
+
+
+def table(rows, header: tuple[str, str] | None = None) -> str:
+    """A two-column HTML table of ``(name, value)`` rows."""
+    head = ""
+    if header:
+        head = (f"<thead><tr><th style='text-align:left'>{html.escape(str(header[0]))}</th>"
+                f"<th style='text-align:left'>{html.escape(str(header[1]))}</th></tr></thead>")
+    body = "".join(f"<tr><td style='text-align:left'>{html.escape(str(k))}</td>"
+                   f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>" for k, v in rows)
+    return f"<table class='npusim'>{head}<tbody>{body}</tbody></table>"
 
 
 def text_table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:

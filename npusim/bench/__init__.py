@@ -1,0 +1,88 @@
+"""``npusim bench``: how fast the simulator runs, beside the same tile loop in plain numpy (the floor).
+
+The cases live in this package, one module per area (``core``: vector add and matmul; ``conv``; ``views``:
+the explorer's redraw), each a function ``repeat -> dict`` decorated with :func:`case`; :func:`load`
+imports every module here, so a new case is a new module (or function) in ``npusim/bench/``. The cases
+import the code they measure; nothing below this package imports it.
+
+Each case prints one JSON object per line: ``kernel``, ``sim_s`` (median wall seconds per launch with
+numerics, timing and sanitizer on), ``numpy_s`` (median of the numpy floor), ``ratio = sim_s / numpy_s``,
+``instructions``, ``sim_cycles``, and the targets (``initcheck``: what initialisation tracking costs).
+Simulator and floor runs alternate, so that a noisy, shared machine slows both alike; compare the ratio,
+not the seconds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import statistics
+import time
+from typing import Callable
+
+
+CASES: dict[str, Callable[[int], dict]] = {}
+
+
+def case(name: str):
+    """Register a benchmark case: a function ``repeat -> dict`` of figures (``npusim bench --only name``)."""
+    def deco(fn):
+        CASES[name] = fn
+        return fn
+    return deco
+
+
+#: The simulation :func:`measure` timed last (the ``initcheck`` case times it again, with initcheck off).
+LAST_SIM: list[Callable[[], object]] = []
+
+
+def measure(sim: Callable[[], object], floor: Callable[[], object] | None, repeat: int) -> tuple[float, float, object]:
+    """Median seconds of ``sim`` and ``floor`` over ``repeat`` alternating runs after one warm-up each."""
+    LAST_SIM[:] = [sim]
+    result = sim()
+    if floor:
+        floor()
+    ts, tf = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = sim()
+        ts.append(time.perf_counter() - t0)
+        if floor:
+            t0 = time.perf_counter()
+            floor()
+            tf.append(time.perf_counter() - t0)
+    return statistics.median(ts), (statistics.median(tf) if tf else float("nan")), result
+
+
+def line(kernel: str, sim_s: float, numpy_s: float, profile, **extra) -> dict:
+    """A case's JSON object: the fields every case shares (from ``profile``, if given), then ``extra``."""
+    d = {"kernel": kernel, "sim_s": round(sim_s, 5), "numpy_s": round(numpy_s, 5),
+         "ratio": round(sim_s / numpy_s, 2) if numpy_s == numpy_s and numpy_s > 0 else None}
+    if profile is not None:
+        d.update(instructions=profile.instruction_count, sim_cycles=round(profile.total_cycles),
+                 sim_time_us=round(profile.time_us, 3))
+    d.update(extra)
+    return d
+
+
+def run(repeat: int = 5, only: list[str] | None = None) -> int:
+    """Print one JSON line per case (all, or those named in ``only``); 2 if a name is unknown."""
+    cases = load()
+    names = only or list(cases)
+    unknown = [n for n in names if n not in cases]
+    if unknown:
+        print(json.dumps({"error": f"unknown case(s) {unknown}; known: {sorted(cases)}"}))
+        return 2
+    for name in names:
+        print(json.dumps(cases[name](repeat)), flush=True)
+    return 0
+
+
+def load() -> dict[str, Callable[[int], dict]]:
+    """Every case: imports each module of this package (``core`` first, then by name), which registers its
+    ``@case`` functions. Adding a case is adding a module here; nothing lists them."""
+    mods = sorted((m.name for m in pkgutil.iter_modules(__path__)), key=lambda name: (name != "core", name))
+    for name in mods:
+        importlib.import_module(f"{__name__}.{name}")
+    return CASES

@@ -1,0 +1,88 @@
+"""The processes of a submission, found through ``/proc``: by ancestry, by user id, by environment token."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+
+def _uids(entry: Path) -> list[int]:
+    """Real, effective, saved and file-system user ids of the process at ``entry`` (empty if it is gone)."""
+    try:
+        line = next(x for x in (entry / "status").read_text().splitlines() if x.startswith("Uid:"))
+        return [int(v) for v in line.split()[1:]]
+    except (OSError, StopIteration, ValueError):
+        return []
+
+
+def uids_running() -> set[int]:
+    """Every user id some process runs as."""
+    return {uid for entry in Path("/proc").glob("[0-9]*") for uid in _uids(entry)}
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*") if Path("/proc").is_dir() else []:
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (read from /proc; empty where there is none)."""
+    children, found, todo = _children(), [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill(pids) -> None:
+    """SIGKILL each of ``pids`` that still exists."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """Kill ``proc``, its process group and every descendant, then reap it."""
+    mine = os.getpgrp()
+    pids = descendants(proc.pid)
+    for pid in [proc.pid, *pids]:
+        try:
+            pgid = os.getpgid(pid)
+            if pgid != mine:
+                os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+    kill([proc.pid, *pids])
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def processes_of_user(uid: int) -> list[int]:
+    """Processes whose real, effective or saved user id is ``uid``."""
+    return [int(entry.name) for entry in Path("/proc").glob("[0-9]*") if uid in _uids(entry)[:3]]
+
+
+def processes_with_token(token: str) -> list[int]:
+    """Processes of this user whose environment holds ``NPUSIM_GRADE_TOKEN=token``."""
+    needle = f"NPUSIM_GRADE_TOKEN={token}".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
