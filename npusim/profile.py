@@ -147,6 +147,19 @@ class Profile:
         return 1.0 - self.algorithmic_macs / self.issued_macs if self.issued_macs else 0.0
 
     @property
+    def stream_time_us(self) -> float:
+        """Time per call when the same kernel is launched back to back without waiting (the host enqueues
+        the next launch while this one runs, as a benchmark loop does): ``max(time_us,
+        config.launch_overhead_us)``; a kernel shorter than the launch overhead waits for the host."""
+        return max(self.time_us, self.config.launch_overhead_us)
+
+    @property
+    def stream_mac_utilization(self) -> float:
+        """Cube utilisation of such a stream of calls: ``mac_utilization * time_us / stream_time_us``
+        (what a loop of back-to-back calls measures on hardware)."""
+        return self.mac_utilization * self.time_us / self.stream_time_us if self.stream_time_us else 0.0
+
+    @property
     def flops(self) -> float:
         """Useful floating-point (or integer) operations: ``2 * cube MACs + vector element operations``."""
         return 2.0 * self.cube_macs + self.vector_ops

@@ -223,28 +223,40 @@ def _choose_rowwise(g: ConvGeometry, cfg, variant: str) -> ConvTiling:
     col_options = [g.wo if w16 <= 256 else 256] + [c for c in (128, 64, 32, 16) if c < min(g.wo, 256)]
     cb_options = [c for c in (min(cout16, 128), 64, 32, 16) if c <= min(cout16, 128)]
     cin_options = [g.cin] + [c for c in range(cin_all - c0, 0, -c0) if c < g.cin]
+    def cycles(rows, cols, cb, cin_block, res):
+        """Estimated time: the slower of the GM reads at the port's rate and the Cube's Mmads."""
+        blocks = g.n * ceil_div(g.ho, rows) * ceil_div(g.wo, cols)
+        mmads = blocks * rows * g.kk * ceil_div(g.cin, cin_block) * ceil_div(g.cout, cb)
+        cube = mmads * costs.cube_cycles(cfg, min(cb, cout16), cols, min(cin_block, round_up(g.cin, c0)), g.dtype)
+        return max(gm_reads(rows, cols, cb, cin_block, res) / cfg.gm_port_bytes_per_cycle, cube)
+
+    # for the widest column tile that fits: every Cout block, Cin block, L1 buffer count and weight
+    # placement with the most rows that fit. All input channels in one block first (a split reloads the
+    # band's input for every Cout block), then the lowest estimated time (ties: the earlier option);
+    # direct: the first that fits in the order of preference
     best = None
     for cols in col_options:
-        for cb in dict.fromkeys(cb_options):
+        options = []
+        for i, cb in enumerate(dict.fromkeys(cb_options)):
             acc_row = round_up(cb, 16) * round_up(cols, 16) * 4
             max_rows = max(1, min(g.ho, cfg.l0c_bytes // acc_row, cfg.max_buffers - 16))
-            for cin_block in cin_options:
+            for j, cin_block in enumerate(cin_options):
                 for l1b in (2, 1):
                     cands = []
                     for res in ((True, False) if variant != "direct" else (False,)):
                         rows = _largest(1, max_rows, lambda r: _fits(make(r, cols, cb, cin_block, l1b, res), g, cfg))
                         if rows is not None:
                             cands.append((gm_reads(rows, cols, cb, cin_block, res), not res, rows, res))
-                    if cands:
-                        est, _, rows, res = min(cands)
+                    for est, _, rows, res in cands:
                         alt = [c[0] for c in cands if c[3] != res]
-                        best = (rows, cols, cb, cin_block, l1b, res, max_rows, acc_row)
-                        break
-                if best:
-                    break
-            if best:
-                break
-        if best:
+                        # direct re-reads its input for every block anyway: the preference order decides
+                        rank = (i, j, -l1b, est) if variant == "direct" else \
+                            (j > 0, cycles(rows, cols, cb, cin_block, res), i, j, -l1b, not res)
+                        options.append((*rank,
+                                        (rows, cols, cb, cin_block, l1b, res, max_rows, acc_row, est, alt)))
+        if options:
+            *best, est, alt = min(options)[-1]
+            best = tuple(best)
             break
     if best is None:
         raise ns.CapacityError(f"conv2d {variant}: no tiling of {g.describe()} fits '{cfg.name}'",
