@@ -2,28 +2,22 @@
 
 Every GM DMA instruction (MTE2 reads, MTE3 and Fixpipe writes) is timed here when its pipe starts it:
 
-- a read looks its lines up in L2; hits stream at ``l2_bytes_per_cycle``, the rest at the core's
-  ``gm_port_bytes_per_cycle`` (:func:`npusim.costs.gm_read_cycles`);
-- the lines it fetches from HBM (whole ``l2_line_bytes`` lines) cross the HBM; so does everything
-  written: a write ends when its data is in L2 (write-back with allocate) and is written back in the
-  background. The chip's HBM moves ``chip_gm_bytes_per_cycle`` for all cores together, shared equally:
-  each active core has an HBM channel of ``chip_gm_bytes_per_cycle / active_cores``
-  (:func:`npusim.costs.hbm_share_bytes_per_cycle`) that its misses and write-backs take in turn. A read
-  ends when its own transfer and its HBM bytes are both done, so a core's misses queue behind its
-  write-backs; a launch ends when its last write-back is in HBM. So a memory-bound kernel on every core
-  runs at the chip's HBM rate, reads and writes together, while one core alone is limited by its ports,
-  as before.
+- a read looks its lines up in L2; hits stream at ``l2_bytes_per_cycle``, misses and waits at the core's
+  ``gm_port_bytes_per_cycle`` (:func:`npusim.costs.gm_read_cycles`); the lines it fetches (whole
+  ``l2_line_bytes`` lines) also need HBM time, and the read ends no earlier than that;
+- a write ends when its data is in L2 (write-back with allocate, :func:`npusim.costs.gm_write_cycles`);
+  its bytes are written back to HBM in the background, ahead of the core's later misses, and the launch
+  ends when the last of them is in HBM (``drained``).
 
-Equal shares are what concurrent cores get when they all stream (the symmetric case of every kernel here).
-Blocks are simulated one after another, so arbitrating the HBM between cores dynamically would give the
-first-simulated block the whole HBM and starve the last ones: measured on the 8192 x 8192 fp16 Add,
-first come first served per 64-cycle window took 309 us (the tail ran with a few starved cores), equal
-shares 276 us (published: 264 us). See docs/cost-model.md.
+The chip's HBM moves ``chip_gm_bytes_per_cycle`` for all cores, reads and writes together
+(:class:`HbmBudget`): per :data:`WINDOW` cycles, first come, first served, each DMA spreading its HBM bytes
+over its own transfer. The launch presents the DMAs of its cores in simulated time order
+(:mod:`npusim.interleave`), so first come is fair between streaming cores and lets a core that fetches
+data the others share go at its port's pace while the HBM has room. Measured against equal static
+shares and against serial simulation on the 8192 x 8192 Add and a 2048^3 matmul: docs/cost-model.md.
 
-A core's channel is budgeted per :data:`WINDOW` cycles (:class:`HbmChannel`): its MTE2, MTE3 and FIX
-DMAs overlap in time, each spreading its HBM bytes over its own transfer. When a core's three GM pipes
-cannot fill its share at their ports (``3 x port <= share / 2``, e.g. one or two cores on ``a2``), DMAs
-within a port's rate skip the bookkeeping: that bandwidth is set aside for them.
+When three GM pipes per active core at their ports cannot fill half the HBM (one or two cores on
+``a2``), DMAs within a port's rate skip the books: that bandwidth is set aside for them.
 """
 
 from __future__ import annotations

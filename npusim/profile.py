@@ -186,7 +186,7 @@ class Profile:
         hit mix allows one core, ``1 / (h / l2_bytes_per_cycle + (1 - h) / gm_port_bytes_per_cycle)``
         with ``h = l2_hit_rate``; GM writes: :meth:`HardwareConfig.gm_rate` (the port, capped by an equal
         share of the HBM); ``"HBM"``: ``chip_gm_bytes_per_cycle`` (all cores, reads and writes);
-        ``"L2"``: ``l2_bytes_per_cycle``."""
+        ``"L2"``: ``l2_bytes_per_cycle * active_cores``."""
         cfg = self.config
         n = self.active_cores
         if path == "HBM":
