@@ -155,9 +155,11 @@ class Profile:
 
     @property
     def stream_mac_utilization(self) -> float:
-        """Cube utilisation of such a stream of calls: ``mac_utilization * time_us / stream_time_us``
-        (what a loop of back-to-back calls measures on hardware)."""
-        return self.mac_utilization * self.time_us / self.stream_time_us if self.stream_time_us else 0.0
+        """Cube utilisation of the whole chip for such a stream of calls (what a loop of back-to-back
+        calls measures on hardware): ``cube_ideal_cycles / (config.num_cores * stream cycles)``, the
+        stream cycles being ``stream_time_us`` in cycles."""
+        stream = self.stream_time_us * self.config.clock_ghz * 1e3
+        return self.cube_ideal_cycles / (self.config.num_cores * stream) if stream else 0.0
 
     @property
     def flops(self) -> float:

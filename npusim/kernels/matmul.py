@@ -115,8 +115,7 @@ def matmul(a, b, c, m: int, n: int, k: int, tiling: MatmulTiling = MatmulTiling(
             for tn in widths:
                 n1 = -(-tn // 16)
                 b_l0 = q_b2.alloc_tensor(dt)
-                split(b_l0, b_l1, k1, n1, ((kk % kb_span) // k0) * g1 + col, g1, transpose=not b_packed,
-                      rows_along_start=True)
+                split(b_l0, b_l1, k1, n1, ((kk % kb_span) // k0) * g1 + col, g1, transpose=not b_packed)
                 q_b2.enque(b_l0)
                 b_l0s.append(b_l0)
                 col += n1
@@ -160,20 +159,19 @@ def my_groups(t: MatmulTiling, m: int, n: int):
     return out
 
 
-def split(dst, src, rows: int, cols: int, first: int, src_cols: int, *, transpose: bool = False,
-          rows_along_start: bool = False) -> None:
+def split(dst, src, rows: int, cols: int, first: int, src_cols: int, *, transpose: bool = False) -> None:
     """LoadData 2D of a ``rows x cols`` block of fractals out of ``src`` (fractals row by row,
     ``src_cols`` per row, the block starting at fractal ``first``) into ``dst``, row by row.
 
-    One instruction when the block is whole rows of ``src``, else one per row (A: per fractal column,
-    which lays L0A's ZZ order out in one strided instruction each)."""
+    One instruction when the block is whole rows of ``src``; else one per row of the block, or one per
+    column (strided, with ``dst_gap`` laying the rows out), whichever needs fewer."""
     frac = 512 // src.dtype.itemsize
     if cols == src_cols and first % src_cols == 0:
         _load(dst, src, first, rows * cols, 1, 0, transpose)
-    elif rows_along_start:   # B: each K row of the block is a run of ``cols`` fractals
+    elif rows <= cols:   # each row of the block is a run of ``cols`` fractals
         for r in range(rows):
             _load(dst[r * cols * frac:], src, first + r * src_cols, cols, 1, 0, transpose)
-    else:                    # A: each K column j of the block is ``rows`` fractals, ``src_cols`` apart
+    else:                # each column is ``rows`` fractals, ``src_cols`` apart
         for j in range(cols):
             _load(dst[j * frac:], src, first + j, rows, src_cols, cols - 1, transpose)
 

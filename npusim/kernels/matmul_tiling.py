@@ -21,7 +21,7 @@ every new shape); :func:`estimate_matmul_cycles` is the cost model it ranks cand
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -154,6 +154,12 @@ class MatmulTiling:
                     hint="use smaller base blocks, fewer K steps per copy (step_ka/step_kb) or fewer buffers",
                     memory=mem, requested=b)
 
+    def __repr__(self) -> str:
+        """The four base fields, then only the fields that differ from their defaults."""
+        extra = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)[4:] if getattr(self, f.name) != f.default]
+        return (f"MatmulTiling(base_m={self.base_m}, base_n={self.base_n}, base_k={self.base_k}, "
+                f"buffer_num={self.buffer_num}" + "".join(", " + e for e in extra) + ")")
+
     def short(self) -> str:
         s = f"{self.base_m}x{self.base_n}x{self.base_k}"
         extra = [f"{f}={getattr(self, f)}" for f in ("step_ka", "step_kb", "step_n") if getattr(self, f) != 1]
@@ -208,17 +214,21 @@ def estimate_matmul_cycles(t: MatmulTiling, m: int, n: int, k: int, in_dtype, cf
     return first + groups * group + drain
 
 
-def _grid_tilings(base: MatmulTiling, m: int, n: int, cores: int) -> list[MatmulTiling]:
-    """``base`` with each single_core grid of at most ``cores`` regions (multiples of the group)."""
+def _grid(base: MatmulTiling, m: int, n: int, cores: int) -> MatmulTiling:
+    """``base`` with the single_core grid of at most ``cores`` regions (whole output groups) that gives the
+    busiest core the fewest groups; ties: more regions (the work spread over more cores), then the
+    squarest (the least A and B per core)."""
     gm_units, gn_units = _cdiv(m, base.base_m), _cdiv(n, base.base_n * base.step_n)
-    out = {}
+    best, key = base, None
     for gm in range(1, min(cores, gm_units) + 1):
         for gn in range(1, min(cores // gm, gn_units) + 1):
-            scm = _cdiv(gm_units, gm) * base.base_m
-            scn = _cdiv(gn_units, gn) * base.base_n * base.step_n
-            t = replace(base, single_core_m=scm, single_core_n=scn, stagger_k=cores > 1)
-            out[(scm, scn)] = t
-    return list(out.values())
+            rm, rn = _cdiv(gm_units, gm), _cdiv(gn_units, gn)
+            k = (rm * rn, -gm * gn, rm * base.base_m + rn * base.base_n * base.step_n)
+            if key is None or k < key:
+                key = k
+                best = replace(base, single_core_m=rm * base.base_m, single_core_n=rn * base.base_n * base.step_n,
+                               stagger_k=gm * gn > 1)
+    return best
 
 
 def choose_matmul_tiling(m: int, n: int, k: int, in_dtype, cfg: ns.HardwareConfig,
@@ -226,46 +236,42 @@ def choose_matmul_tiling(m: int, n: int, k: int, in_dtype, cfg: ns.HardwareConfi
     """The host tiling: base blocks, K steps per copy, L1/L0 buffers and the core grid for ``m x n x k``
     on ``cfg``; returns the tiling and the block_dim (one block per region of the grid).
 
-    Candidates follow Ascend's Matmul tiling: 128 x 256 x 64 base blocks (one fp32 accumulator fills
-    L0C) with 8 / 4 K steps per copy of A / B, or 128 x 128 x 64 with double-buffered accumulators
-    (and A kept in L1 across N when K is short), each shrunk to small matrices; for every candidate the
-    single_core grids of up to ``num_cores`` regions. The fastest by :func:`estimate_matmul_cycles` wins
-    (ties: fewer cores)."""
+    Candidates follow Ascend's Matmul tiling: 128 x 256 base blocks (one fp32 accumulator fills L0C), or
+    128 x 128 and smaller with double-buffered accumulators (and A kept in L1 across N when K is short),
+    each shrunk to small matrices; base_k 64 to 256; 1 to 8 K steps per copy of A and B. Each gets the
+    single_core grid of up to ``num_cores`` regions that balances the cores best; the fastest by
+    :func:`estimate_matmul_cycles` wins (ties: the earlier candidate)."""
     dt = np.dtype(in_dtype)
     isz = dt.itemsize
     k0 = 32 // isz
     if min(m, n, k) < 1:
-        raise ns.UsageError(f"matmul tiling needs m, n, k >= 1, got {m} x {n} x {k}")
+        raise ns.UsageError(f"matmul tiling needs m, n, k >= 1, got {m} x {n} x {k}",
+                            hint="an empty matmul has nothing to launch: ops.call('matmul') returns zeros")
     m16, n16, kk0 = _up(m, 16), _up(n, 16), _up(k, k0)
-    bk = min(_up(64 if isz == 2 else (128 if isz == 1 else 32), k0), kk0)
-    cands = []
+    best, best_est = None, math.inf
+    grids: dict[tuple, MatmulTiling] = {}
     for bm, bn, l0c in ((128, 256, 1), (128, 128, 2), (64, 128, 2), (64, 64, 2), (32, 32, 2), (16, 16, 2)):
         bm, bn = min(bm, m16), min(bn, n16)
-        for ska, skb in ((8, 4), (4, 4), (2, 2), (1, 1)):
-            t = MatmulTiling(bm, bn, bk, 2, step_ka=ska, step_kb=skb, l0c_buffers=l0c)
-            cands.append(t)
-            chunks = _cdiv(k, ska * bk)
-            if chunks <= 8:
-                cands.append(replace(t, depth_a1=max(2, chunks)))
-    best, best_est = None, math.inf
-    seen = set()
-    for base in cands:
-        if base in seen:
-            continue
-        seen.add(base)
-        try:
-            base.check(cfg, dt, np.float32, k)
-        except (ns.CapacityError, ns.UsageError):
-            continue
-        for t in _grid_tilings(base, m, n, cfg.num_cores):
-            try:
-                t.check(cfg, dt, np.float32, k)
-            except (ns.CapacityError, ns.UsageError):
-                continue
-            block_dim = min(cfg.num_cores, len(t.regions(m, n)))
-            est = estimate_matmul_cycles(t, m, n, k, dt, cfg, block_dim, b_packed)
-            if est < best_est * (1 - 1e-9) or (abs(est - best_est) <= best_est * 1e-9 and block_dim < best[1]):
-                best, best_est = (t, block_dim), est
+        for bk in dict.fromkeys(min(_up(v, k0), kk0) for v in (64, 128, 256)):
+            for ska, skb in ((8, 4), (4, 4), (2, 2), (1, 1)):
+                t = MatmulTiling(bm, bn, bk, 2, step_ka=ska, step_kb=skb, l0c_buffers=l0c)
+                chunks = _cdiv(k, ska * bk)
+                for base in (t, replace(t, depth_a1=max(2, chunks))) if chunks <= 8 else (t,):
+                    try:
+                        base.check(cfg, dt, np.float32, k)
+                    except (ns.CapacityError, ns.UsageError):
+                        continue
+                    gkey = (bm, bn, base.step_n)
+                    if gkey not in grids:
+                        grids[gkey] = _grid(base, m, n, cfg.num_cores)
+                    g = grids[gkey]
+                    cand = replace(base, single_core_m=g.single_core_m, single_core_n=g.single_core_n,
+                                   stagger_k=g.stagger_k)
+                    block_dim = min(cfg.num_cores, len(cand.regions(m, n)))
+                    est = estimate_matmul_cycles(cand, m, n, k, dt, cfg, block_dim, b_packed)
+                    if est < best_est * (1 - 1e-9):
+                        best, best_est = (cand, block_dim), est
     if best is None:
-        raise ns.CapacityError(f"no matmul tiling of {m} x {n} x {k} ({dt.name}) fits '{cfg.name}'")
+        raise ns.CapacityError(f"no matmul tiling of {m} x {n} x {k} ({dt.name}) fits '{cfg.name}'",
+                               hint="this is a bug of the host tiling: every shape should have one")
     return best
