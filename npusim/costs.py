@@ -15,10 +15,8 @@ from .config import HardwareConfig
 def burst_align(cfg: HardwareConfig, nbytes: int) -> int:
     """The alignment a GM burst needs to run at full rate: ``min(512 B, its length rounded up to a power
     of two >= 32 B)``. GM serves 128/256/512 B requests, best when each starts on its own size [S1, S4]."""
-    a = cfg.gm_burst_granule_bytes
-    while a < nbytes and a < cfg.gm_efficient_align_bytes:
-        a *= 2
-    return a
+    a = max(cfg.gm_burst_granule_bytes, 1 << max(nbytes - 1, 0).bit_length())
+    return min(a, max(cfg.gm_efficient_align_bytes, cfg.gm_burst_granule_bytes))
 
 
 def gm_burst_cycles(cfg: HardwareConfig, gm_addr: int, nbytes: int, rate: float) -> float:

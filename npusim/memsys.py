@@ -86,6 +86,7 @@ class MemorySystem:
         # within a port's rate skip the books: that bandwidth is set aside for them
         port = cfg.gm_port_bytes_per_cycle
         self.free_rate = port if 3 * port * active_cores <= cfg.chip_gm_bytes_per_cycle / 2 else 0.0
+        self.startup = cfg.gm_startup_cycles
         self.hbm = HbmBudget(cfg, 3 * self.free_rate * active_cores)
         self.line = cfg.l2_line_bytes
         self.keys: dict[int, tuple] = {}
@@ -99,11 +100,11 @@ class MemorySystem:
     def _hbm(self, block: int, start: float, cycles: float, nbytes: int) -> float:
         """End of a DMA of ``cycles`` started at ``start`` whose ``nbytes`` cross the HBM on the channel
         of block ``block``'s core, spread over its transfer (after its start-up)."""
-        t0 = start + self.cfg.gm_startup_cycles
-        rate = nbytes / max(start + cycles - t0, 1.0)
+        span = cycles - self.startup
+        rate = nbytes / span if span > 1.0 else float(nbytes)
         if rate <= self.free_rate:   # within the bandwidth set aside for port-rate DMAs
             return start + cycles
-        t = self.hbm.transfer(t0, nbytes, rate)
+        t = self.hbm.transfer(start + self.startup, nbytes, rate)
         return t if t > start + cycles else start + cycles
 
     def register(self, buf) -> None:
