@@ -8,8 +8,8 @@ was last touched and from what time on its data is in L2:
   when it is resident but arrives later (another core fetched it at about the same time: this read waits
   for that fetch, at HBM speed, without fetching it again); else a *miss*: it is fetched from HBM, and
   from the end of this DMA on it is in L2.
-- **write**: write-through with allocate: every written byte goes to HBM, and the line is in L2 from the
-  end of the write on, so a later kernel (or core) can read it from there.
+- **write**: write-back with allocate: the line is in L2 from the end of the write on, so a later kernel
+  (or core) can read it from there; :mod:`npusim.memsys` writes the bytes back to HBM in the background.
 - **replacement**: :class:`L2Cache` is a footprint model: a line stays resident until ``l2_bytes`` of
   *new* lines (misses and write allocations) have entered the cache after its last use. This equals LRU
   whenever what a launch touches fits in L2, and never evicts earlier than LRU otherwise.
@@ -154,7 +154,7 @@ class L2Cache:
             n = lines.stop - lines.start
             self.clock += n
             b.high = lines.stop
-            return 0, 0, n, (b, lines, None, None, self.clock, 0)
+            return 0, 0, n, (b, lines, None, self.clock)
         b.high = max(b.high, (lines.stop if type(lines) is slice else int(lines[-1]) + 1))
         b_used, b_ready = b.arrays()
         used = b_used[lines]
@@ -170,10 +170,11 @@ class L2Cache:
 
     def settle(self, handle, t_end: float) -> None:
         """The DMA of a :meth:`read` ended at ``t_end``: the lines it fetched (or waited for) are in L2."""
-        b, lines, resident, hit, n_miss, n_wait = handle
-        if resident is None:   # a first touch: noted, applied when needed
-            b.fresh.append((lines.start, lines.stop, n_miss, t_end))
+        if handle[2] is None:   # a first touch (b, lines, None, clock): noted, applied when needed
+            b, lines, _, clock = handle
+            b.fresh.append((lines.start, lines.stop, clock, t_end))
             return
+        b, lines, resident, hit, n_miss, n_wait = handle
         if not (n_miss or n_wait):
             return
         b_ready = b.arrays()[1]
@@ -186,7 +187,7 @@ class L2Cache:
         b_ready[lines] = ready
 
     def write(self, key: tuple, nlines: int, lines, t_end: float) -> None:
-        """A write of ``lines`` ended at ``t_end`` (write-through with allocate)."""
+        """A write of ``lines`` ended at ``t_end`` (write-back with allocate: they are resident from then)."""
         b = self._buffer(key, nlines)
         if type(lines) is slice and lines.start >= b.high:   # never touched: allocate, no lookup
             self.clock += lines.stop - lines.start

@@ -1,14 +1,24 @@
-"""Tiled matmul on the Cube: C (M x N) = A (M x K) @ B (K x N).
+"""Tiled matmul on the Cube: C (M x N) = A (M x K) @ B (K x N), tiled as Ascend's Matmul does it.
 
 The data path of every Cube kernel on A2:
 
     GM (ND) --MTE2, ND->NZ--> L1 (A1/B1) --MTE1 load_data--> L0A (ZZ) / L0B (ZN) --M mmad--> L0C (NZ)
            --FIX fixpipe, NZ->ND + cast--> GM
 
-Each output tile of ``base_m x base_n`` accumulates ``K / base_k`` partial products in L0C before one
-fixpipe drains it. Blocks take output tiles round-robin. Queues double-buffer every stage.
-On the ``classic`` preset (no Fixpipe) the tile goes L0C -> UB on the vector pipe, is cast there, and
-leaves through MTE3.
+The sizes come from a :class:`~npusim.kernels.matmul_tiling.MatmulTiling` (the host tiling chooses them,
+:func:`~npusim.kernels.matmul_tiling.choose_matmul_tiling`):
+
+- each core takes its regions of C (the ``single_core`` grid, else output tiles round-robin) and walks
+  them a group of ``step_n`` base blocks at a time, each base block accumulating in its own L0C buffer;
+- one GM->L1 copy brings ``step_ka`` (A) or ``step_kb`` (B) K steps; each K step splits them into an
+  L0A tile and ``step_n`` L0B tiles and runs ``step_n`` Mmads, so one A tile feeds several base blocks;
+- with ``depth_a1`` buffers for every A tile of the K loop, A stays in L1 while the core walks along N;
+- with ``stagger_k`` the cores sharing rows of A or columns of B start their K loops at different K;
+- queues double-buffer every stage; the drain of one accumulator overlaps the Mmads of the next.
+
+With the default tiling this is the simple kernel of lab 03: one base block per output tile, one K step
+per copy. On the ``classic`` preset (no Fixpipe) a tile goes L0C -> UB on the vector pipe, is cast there,
+and leaves through MTE3.
 """
 
 from __future__ import annotations

@@ -15,13 +15,13 @@ LINE = CFG.l2_line_bytes
 
 
 @ns.kernel
-def read_twice(x, n):
+def read(x, n, times=1):
     pipe = ns.TPipe()
     b = ns.TBuf()
     pipe.init_buffer(b, n * 2)
-    ns.data_copy(b.get(ns.float16), x, n)
-    ns.pipe_barrier(ns.Pipe.ALL)
-    ns.data_copy(b.get(ns.float16), x, n)
+    for _ in range(times):
+        ns.data_copy(b.get(ns.float16), x, n)
+        ns.pipe_barrier(ns.Pipe.ALL)
 
 
 @ns.kernel
@@ -45,7 +45,7 @@ def hit_gm(cfg, nbytes):
 def test_a_re_read_hits_l2_and_streams_at_the_l2_rate():
     n = 4096
     x = np.zeros(n, np.float16)
-    res = ns.launch(read_twice, 1, x, n)
+    res = ns.launch(read, 1, x, n, 2)
     first, second = records(res, "data_copy")
     assert first.end - first.start == pytest.approx(hand_gm(CFG, [(0x10000000, 2 * n)], CFG.gm_port_bytes_per_cycle))
     assert second.end - second.start == pytest.approx(hit_gm(CFG, 2 * n))
@@ -82,18 +82,10 @@ def test_writes_go_through_to_hbm():
     assert p.hbm_read_bytes == p.hbm_write_bytes == 2 * n and p.hbm_bytes == 4 * n
 
 
-@ns.kernel
-def all_read_the_same(x, n):
-    pipe = ns.TPipe()
-    b = ns.TBuf()
-    pipe.init_buffer(b, n * 2)
-    ns.data_copy(b.get(ns.float16), x, n)
-
-
 def test_cores_reading_the_same_lines_at_once_wait_for_one_fetch():
     n = 8192
     x = np.zeros(n, np.float16)
-    res = ns.launch(all_read_the_same, 4, x, n)
+    res = ns.launch(read, 4, x, n)
     p = res.profile
     # simulated one after another but running at the same time: nobody finds the lines ready, every block
     # pays the HBM time, and HBM moves them once
