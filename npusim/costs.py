@@ -62,8 +62,13 @@ def gm_dma_parts(cfg: HardwareConfig, first_addr: int, count: int, nbytes: int,
     :func:`gm_write_cycles`)."""
     if count <= 0:
         return float(cfg.gm_startup_cycles), 0.0
-    if count > 1 and stride_bytes == nbytes:  # back-to-back blocks are one contiguous burst
-        nbytes, count = nbytes * count, 1
+    g = cfg.gm_burst_granule_bytes
+    if count == 1 or stride_bytes == nbytes:  # one contiguous burst (back-to-back blocks are one)
+        nbytes *= count
+        moved = -(-nbytes // g) * g
+        aligned = first_addr % burst_align(cfg, nbytes) == 0
+        return (cfg.gm_startup_cycles + cfg.gm_burst_overhead_cycles,
+                moved if aligned else moved / cfg.gm_unaligned_efficiency)
     align = burst_align(cfg, nbytes)
     if stride_bytes % align == 0 or count == 1:
         n_aligned = count if first_addr % align == 0 else 0
@@ -73,7 +78,6 @@ def gm_dma_parts(cfg: HardwareConfig, first_addr: int, count: int, nbytes: int,
         hits = sum(1 for i in range(min(period, count)) if (first_addr + i * stride_bytes) % align == 0)
         full, rest = divmod(count, period)
         n_aligned = hits * full + sum(1 for i in range(rest) if (first_addr + i * stride_bytes) % align == 0)
-    g = cfg.gm_burst_granule_bytes
     moved = -(-nbytes // g) * g
     weighted = moved * (n_aligned + (count - n_aligned) / cfg.gm_unaligned_efficiency)
     return cfg.gm_startup_cycles + count * cfg.gm_burst_overhead_cycles, weighted

@@ -158,7 +158,11 @@ class L2Cache:
         b.high = max(b.high, (lines.stop if type(lines) is slice else int(lines[-1]) + 1))
         b_used, b_ready = b.arrays()
         used = b_used[lines]
-        resident = used > self.clock - self.capacity_lines
+        floor = self.clock - self.capacity_lines
+        if type(lines) is slice and used.min() > floor and b_ready[lines].max() <= t:   # all hits
+            used[...] = self.clock
+            return used.size, 0, 0, (b, lines, True, True, 0, 0)
+        resident = used > floor
         ready = b_ready[lines]
         hit = resident & (ready <= t)
         n_hit = int(np.count_nonzero(hit))

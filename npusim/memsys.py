@@ -147,20 +147,19 @@ class MemorySystem:
     def _read_cost(self, core, g, fixed: float, weighted: float, moved: int, lines) -> Callable[[float], float]:
         key, nlines = self.keys[id(g.buf)]
         n = max(span_size(lines), 1)
+        l2, sync, cfg, line = self.l2, self.sync, self.cfg, self.line
 
         def cost(start: float) -> float:
-            if self.sync is not None:
-                self.sync(core, start)
-            hits, waits, misses, handle = self.l2.read(key, nlines, lines, start)
-            cycles = costs.gm_read_cycles(self.cfg, fixed, weighted, hits / n)
-            end = start + cycles
-            if misses:
-                end = self._hbm(core.block_idx, start, cycles, misses * self.line)
-            self.l2.settle(handle, end)
+            if sync is not None:
+                sync(core, start)
+            hits, waits, misses, handle = l2.read(key, nlines, lines, start)
+            cycles = costs.gm_read_cycles(cfg, fixed, weighted, hits / n)
+            end = self._hbm(core.block_idx, start, cycles, misses * line) if misses else start + cycles
+            l2.settle(handle, end)
             hit_bytes = moved * hits // n
             self.l2_hit_bytes += hit_bytes
             self.l2_miss_bytes += moved - hit_bytes
-            self.hbm_read_bytes += misses * self.line
+            self.hbm_read_bytes += misses * line
             return end - start
         return cost
 
@@ -170,19 +169,22 @@ class MemorySystem:
         allocate); its bytes then reach HBM on the core's channel, ahead of the core's later misses.
         ``floor`` is a lower bound on the cycles from another limit of the instruction (Fixpipe's L0C
         read); ``rate`` the path's write rate (default: the port's, see :func:`npusim.costs.gm_write_cycles`)."""
-        fixed, weighted = costs.gm_dma_parts(self.cfg, g.buf.addr + first, count, nbytes, stride)
+        cfg = self.cfg
+        fixed, weighted = costs.gm_dma_parts(cfg, g.buf.addr + first, count, nbytes, stride)
         key, nlines = self.keys[id(g.buf)]
         lines = line_span(first, count, nbytes, stride, self.line)
         total = count * nbytes
+        l2, sync = self.l2, self.sync
 
         def cost(start: float) -> float:
-            if self.sync is not None:
-                self.sync(core, start)
-            cycles = max(costs.gm_write_cycles(self.cfg, fixed, weighted, rate), floor)
-            end = start + cycles
+            if sync is not None:
+                sync(core, start)
+            cycles = max(costs.gm_write_cycles(cfg, fixed, weighted, rate), floor)
             if total:   # written back in the background: takes the core's HBM share, but the DMA is done
-                self.drained = max(self.drained, self._hbm(core.block_idx, start, cycles, total))
-            self.l2.write(key, nlines, lines, end)
+                drained = self._hbm(core.block_idx, start, cycles, total)
+                if drained > self.drained:
+                    self.drained = drained
+            l2.write(key, nlines, lines, start + cycles)
             self.hbm_write_bytes += total
             return cycles
         return cost
