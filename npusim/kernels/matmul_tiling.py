@@ -189,8 +189,7 @@ def estimate_matmul_cycles(t: MatmulTiling, m: int, n: int, k: int, in_dtype, cf
     steps = _cdiv(k, t.base_k)
     ka, kb = min(t.step_ka * t.base_k, k), min(t.step_kb * t.base_k, k)
     # L2 hit fraction of the reads: each line is fetched once by the chip, re-read by the other groups
-    reads = len(regions) * 0 + sum(_cdiv(rm, t.base_m) * _cdiv(rn, t.base_n * t.step_n) for _, rm, _, rn, _ in regions)
-    total_read = reads * (tm * k + k * gw) * isz
+    total_read = sum(per_core) * (tm * k + k * gw) * isz
     hit = max(0.0, 1.0 - (m * k + k * n) * isz / max(total_read, 1))
     a_f, a_w = costs.gm_dma_parts(cfg, 0, tm, ka * isz, k * isz)
     if b_packed:
@@ -208,9 +207,9 @@ def estimate_matmul_cycles(t: MatmulTiling, m: int, n: int, k: int, in_dtype, cf
     stall = drain if t.l0c < 2 * t.step_n else 0.0
     group = max(mte2, mte1, cube + stall)
     first = costs.gm_read_cycles(cfg, a_f, a_w, 0.0) + costs.gm_read_cycles(cfg, b_f, b_w, 0.0)  # cold start
-    if t.a_resident(k):
-        first += _cdiv(k, ka) * costs.gm_read_cycles(cfg, a_f, a_w, 0.0) * _cdiv(groups, max(1, _cdiv(
-            t.single_core_n or gw, gw)))
+    if t.a_resident(k):   # each row of groups first loads its A tiles
+        rows = _cdiv(groups, max(1, _cdiv(t.single_core_n or gw, gw)))
+        first += rows * _cdiv(k, ka) * costs.gm_read_cycles(cfg, a_f, a_w, 0.0)
     return first + groups * group + drain
 
 
