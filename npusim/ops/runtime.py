@@ -191,6 +191,9 @@ def get_workspace_size(name: str, *inputs: np.ndarray | None, out: list[np.ndarr
 def execute(executor: Executor, workspace: np.ndarray | None = None, *, sanitize: str = "error") -> OpResult:
     """Stage 2 (aclnnXxx): launch the kernel of the executor's tiling key on its block_dim."""
     ex = executor
+    if ex.tiling.block_dim == 0:   # nothing to compute: the outputs were allocated as zeros
+        idle = Profile.idle(ex.op.name, ex.ctx.config)
+        return OpResult(ex.outputs, idle, ex.tiling, ex.cache_hit, ex.tiling_s, [])
     inputs = ex.op.prepare_fn(ex.ctx, ex.tiling, ex.inputs) if ex.op.prepare_fn else ex.inputs
     if ex.op.run_fn is not None:
         launches = ex.op.run_fn(ex.ctx, ex.tiling, inputs, ex.outputs, sanitize)

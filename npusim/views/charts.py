@@ -229,14 +229,20 @@ def utilization(profile: Any) -> Figure:
 
 # --- bandwidth -----------------------------------------------------------------------------------
 
+#: Rows of ``Profile.bandwidth`` that are not a data path of the core: the chip's L2 and HBM.
+CHIP_ROWS = {"L2": "L2 hits\n(GM reads)", "HBM": "HBM\n(reads + writes)"}
+
+
 def _path_order(paths) -> list[str]:
     known = [p for p in PATHS if p in paths]
-    return known + sorted(p for p in paths if p not in PATHS)
+    chip = [p for p in CHIP_ROWS if p in paths]
+    return known + chip + sorted(p for p in paths if p not in PATHS and p not in CHIP_ROWS)
 
 
 def bandwidth(profile: Any) -> Figure:
     """Achieved vs peak GB/s per data path (bars are ``profile.bandwidth[path]["achieved_gbps"]`` and
-    ``["peak_gbps"]``), labelled with the efficiency."""
+    ``["peak_gbps"]``), labelled with the efficiency; then the chip's L2 (GM reads it served) and HBM
+    (reads and writes of all cores, against the one HBM of the chip)."""
     prof = as_profile(profile)
     bw = prof.bandwidth
     paths = _path_order(bw)
@@ -250,7 +256,8 @@ def bandwidth(profile: Any) -> Figure:
     ax.bar(x + w / 2, peak, w, color="#c0c0c0", label="peak", gid="peak_gbps")
     ax.bar_label(bars, labels=[f"{bw[p]['efficiency']:.0%}" for p in paths], fontsize="x-small")
     ax.set_xticks(x)
-    ax.set_xticklabels([f"{p}\n({PATHS[p].name})" if p in PATHS else p for p in paths], fontsize="small")
+    ax.set_xticklabels([f"{p}\n({PATHS[p].name})" if p in PATHS else CHIP_ROWS.get(p, p) for p in paths],
+                       fontsize="small")
     ax.set_xlim(-0.6, max(len(paths), 1) - 0.4)
     ax.set_ylim(0, max([1.0, *ach, *peak]) * 1.15)
     ax.yaxis.set_major_locator(MaxNLocator(5))
