@@ -32,6 +32,7 @@ from .errors import (AlignmentError, CapacityError, DtypeError, NpuSimError, Out
 from .instructions import *  # noqa: F401,F403  (the instruction set)
 from .instructions import abs, max, min  # noqa: F401  (kept out of __all__: they shadow builtins)
 from .instructions import __all__ as _instructions
+from .l2 import L2Cache, shared_l2
 from .launch import LaunchResult, kernel, launch
 from .memory import TBuf, TPipe, TQue, TQueBind
 from .numerics import RoundMode
@@ -51,7 +52,7 @@ __all__ = [
     "NpuSimError", "UsageError", "SanitizerError", "SanitizerWarning", "CapacityError", "AlignmentError",
     "OutOfBoundsError", "TensorStateError", "QueueError", "RaceError", "UninitializedReadError", "SyncError",
     "DtypeError",
-    "LaunchResult", "kernel", "launch", "TBuf", "TPipe", "TQue", "TQueBind", "RoundMode",
+    "LaunchResult", "kernel", "launch", "L2Cache", "shared_l2", "TBuf", "TPipe", "TQue", "TQueBind", "RoundMode",
     "DataCopyParams", "DataCopyExtParams", "DataCopyPadExtParams", "Nd2NzParams", "LoadData2DParams",
     "LoadData3DParams", "MmadParams", "FixpipeParams", "HardEvent", "Pipe", "TPosition", "QuePosition",
     "Profile", "costs", "formats", "numerics", "show_internals", *_instructions,

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 KB = 1024
+MB = 1024 * KB
 
 _CUBE_MACS_A2 = MappingProxyType({"float16": 4096, "bfloat16": 4096, "int8": 8192, "float32": 1024})
 _CUBE_MACS_CLASSIC = MappingProxyType({"float16": 4096, "int8": 8192})
@@ -27,7 +28,7 @@ class HardwareConfig:
     data through GM [S1]; here a kernel may use both units directly, as on the coupled 910 [S1].
 
     Units are in the field names: ``_bytes`` bytes, ``_cycles`` core clock cycles, ``_bytes_per_cycle``
-    bytes per core cycle, ``_ghz`` gigahertz, ``_us`` microseconds.
+    bytes per core cycle, ``_gb_per_s`` 10^9 bytes per second, ``_ghz`` gigahertz, ``_us`` microseconds.
     """
 
     name: str
@@ -72,9 +73,20 @@ class HardwareConfig:
     """FIX L0C->GM/L1, counted on the bytes read from L0C [S6: L0C->UB 256, borrowed for Fixpipe]."""
     l0c_to_ub_bytes_per_cycle: int = 256
     """L0C->UB over the vector pipe on coupled cores without Fixpipe [S6]."""
-    gm_share_bytes_per_cycle_per_core: int = 32
-    """Sustained GM bandwidth per core when every core of the chip is busy [S5: GM 32 B/cycle]. The chip
-    total is ``num_cores`` times this; active cores divide it equally."""
+    l2_bytes_per_cycle: int = 110
+    """Read rate of one core from L2: what a GM read gets for the lines it finds in L2 [S5: L2 110
+    B/cycle per core on 910B2]. Lines that miss come from HBM at ``gm_port_bytes_per_cycle``."""
+
+    # --- L2 and HBM, shared by the cores of the chip (see npusim.l2, npusim.hbm) -----------------
+    l2_bytes: int = 192 * MB
+    """L2 cache shared by every core [S5, S9: 192 MB on 910B2/B3; "B4 real 168 MB"]."""
+    l2_line_bytes: int = 512
+    """Unit of L2 hits and misses: GM is served in 128/256/512 B requests, best 512 B-aligned [S1, S4]
+    (the line size itself is not public: chosen)."""
+    hbm_gb_per_s: float = 1600.0
+    """HBM bandwidth of the whole chip, one budget for the reads and the writes of every core
+    (10^9 B/s). A2: 1.6-1.8 TB/s [S4, S16]; 1.6 is the lower end, which the tuned Add on A2 nearly
+    reaches (1.52 TB/s of reads plus writes at 97 % MTE2 busy [S4])."""
 
     # --- costs that are not public (chosen; see docs/cost-model.md) ----------------------------
     gm_startup_cycles: int = 64
@@ -152,12 +164,14 @@ class HardwareConfig:
 
     @property
     def chip_gm_bytes_per_cycle(self) -> float:
-        """Total GM bandwidth of the chip = ``num_cores * gm_share_bytes_per_cycle_per_core``."""
-        return self.num_cores * self.gm_share_bytes_per_cycle_per_core
+        """HBM bandwidth of the chip in bytes per core cycle: ``hbm_gb_per_s / clock_ghz``, shared by the
+        reads (L2 misses) and the writes of every core."""
+        return self.hbm_gb_per_s / self.clock_ghz
 
     def gm_rate(self, active_cores: int) -> float:
-        """Bytes/cycle one GM DMA gets when ``active_cores`` cores run:
-        ``min(gm_port_bytes_per_cycle, chip_gm_bytes_per_cycle / active_cores)``."""
+        """HBM bytes/cycle one core gets when ``active_cores`` cores stream at once and share the HBM
+        equally: ``min(gm_port_bytes_per_cycle, chip_gm_bytes_per_cycle / active_cores)``. (The
+        simulator shares it first come, first served; see :mod:`npusim.hbm`.)"""
         return min(self.gm_port_bytes_per_cycle, self.chip_gm_bytes_per_cycle / max(1, active_cores))
 
     def cube_peak_flops(self, dtype: str = "float16") -> float:
@@ -171,9 +185,9 @@ class HardwareConfig:
         return self.vector_bytes_per_cycle / itemsize(dtype) * self.clock_ghz * 1e9
 
     def memory_bytes(self, memory: str) -> int:
-        """Capacity of ``"UB"``, ``"L1"``, ``"L0A"``, ``"L0B"`` or ``"L0C"`` in bytes."""
+        """Capacity of ``"UB"``, ``"L1"``, ``"L0A"``, ``"L0B"``, ``"L0C"`` or ``"L2"`` in bytes."""
         return {"UB": self.ub_bytes, "L1": self.l1_bytes, "L0A": self.l0a_bytes,
-                "L0B": self.l0b_bytes, "L0C": self.l0c_bytes}[memory]
+                "L0B": self.l0b_bytes, "L0C": self.l0c_bytes, "L2": self.l2_bytes}[memory]
 
     def cycles_to_us(self, cycles: float) -> float:
         return cycles / (self.clock_ghz * 1e3)
@@ -187,7 +201,7 @@ class HardwareConfig:
             if isinstance(v, Mapping):
                 v = ", ".join(f"{k}: {n}" for k, n in v.items())
             elif f.name.endswith("_bytes") and isinstance(v, int) and v >= KB:
-                v = f"{v // KB} KB" if v % KB == 0 else f"{v} B"
+                v = f"{v // MB} MB" if v % MB == 0 else f"{v // KB} KB" if v % KB == 0 else f"{v} B"
             out.append((f.name, str(v)))
         return out
 
@@ -216,9 +230,14 @@ classic = HardwareConfig(
     event_ids=4,
     has_fixpipe=False,
     num_cores=32,
+    l2_bytes=32 * MB,
+    l2_bytes_per_cycle=128,
+    hbm_gb_per_s=1200.0,
 )
 """A 910-like coupled core: 1 GHz, UB 256 KB, L1 1 MB, L0C 256 KB, no fp32 on the Cube, results leave L0C
-through UB on the vector pipe (no Fixpipe), 4 EventIDs, 32 cores [S1, S5, S6, S9]."""
+through UB on the vector pipe (no Fixpipe), 4 EventIDs, 32 cores [S1, S5, S6, S9]; L2 32 MB [S9], read
+from L2 at 128 B/cycle per core (the 310 fixture's L2 rate, same core generation [S6]), HBM ~1.2 TB/s
+(secondary sources, unconfirmed [S16])."""
 
 PRESETS: dict[str, HardwareConfig] = {"a2": a2, "classic": classic}
 

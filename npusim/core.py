@@ -115,7 +115,7 @@ class Core:
         self.cfg = cfg
         self.block_idx = block_idx
         self.block_num = block_num
-        self.gm_rate = cfg.gm_rate(active_cores)
+        self.memsys = None  # the launch's L2 and HBM (npusim.memsys.MemorySystem), set by launch
         self.mode = sanitize
         self.check = sanitize != "off"
         self.t0 = t0
@@ -131,7 +131,8 @@ class Core:
         self.memories: dict[str, Memory] = {}
         self.flags: dict[tuple[HardEvent, int], tuple[float, list, tuple]] = {}
         self.path_bytes: dict[str, int] = {}
-        self.cube_macs = 0          # useful multiply-accumulates (unpadded m*n*k)
+        self.cube_macs = 0          # multiply-accumulates the Mmads asked for (m*n*k)
+        self.issued_macs = 0        # what the Cube computed: m, n, k rounded up to whole fractals
         self.cube_ideal_cycles = 0.0  # sum of macs / peak rate of their dtype
         self.cube_peak_dtype: str | None = None
         self.vector_ops = 0         # vector element operations
@@ -152,9 +153,10 @@ class Core:
         return m
 
     # --- issuing instructions ----------------------------------------------------------------------
-    def issue(self, pipe: int, cost: float, op: str, nbytes: int, site) -> float:
+    def issue(self, pipe: int, cost, op: str, nbytes: int, site) -> float:
         """Issue one instruction on ``pipe``; returns its end time. The caller has already bumped the
-        pipe's epoch and checked its accesses (see :meth:`epoch`)."""
+        pipe's epoch and checked its accesses (see :meth:`epoch`). ``cost`` is cycles, or for a GM DMA a
+        function of the start time (L2 contents and the HBM budget depend on when it runs)."""
         t = self.scalar_t
         q = self.iq[pipe]
         if len(q) >= self.depth:
@@ -171,6 +173,8 @@ class Core:
             start = r
         if t > start:
             start = t
+        if callable(cost):
+            cost = cost(start)
         end = start + cost
         self.pipe_free[pipe] = end
         self.busy[pipe] += cost

@@ -15,10 +15,8 @@ from .config import HardwareConfig
 def burst_align(cfg: HardwareConfig, nbytes: int) -> int:
     """The alignment a GM burst needs to run at full rate: ``min(512 B, its length rounded up to a power
     of two >= 32 B)``. GM serves 128/256/512 B requests, best when each starts on its own size [S1, S4]."""
-    a = cfg.gm_burst_granule_bytes
-    while a < nbytes and a < cfg.gm_efficient_align_bytes:
-        a *= 2
-    return a
+    a = max(cfg.gm_burst_granule_bytes, 1 << max(nbytes - 1, 0).bit_length())
+    return min(a, max(cfg.gm_efficient_align_bytes, cfg.gm_burst_granule_bytes))
 
 
 def gm_burst_cycles(cfg: HardwareConfig, gm_addr: int, nbytes: int, rate: float) -> float:
@@ -49,11 +47,28 @@ def gm_dma_cycles_uniform(cfg: HardwareConfig, first_addr: int, count: int, nbyt
                           stride_bytes: int, rate: float) -> float:
     """:func:`gm_dma_cycles` for ``count`` bursts of ``nbytes`` each, ``stride_bytes`` apart (the usual
     strided copy), computed without a Python loop over the bursts. Same formula; blocks that follow each
-    other without a gap (``stride_bytes == nbytes``) are one contiguous burst."""
+    other without a gap (``stride_bytes == nbytes``) are one contiguous burst. Equals
+    ``fixed + weighted / rate`` of :func:`gm_dma_parts`."""
+    fixed, weighted = gm_dma_parts(cfg, first_addr, count, nbytes, stride_bytes)
+    return fixed + weighted / rate
+
+
+def gm_dma_parts(cfg: HardwareConfig, first_addr: int, count: int, nbytes: int,
+                 stride_bytes: int) -> tuple[float, float]:
+    """The two parts of a GM DMA of ``count`` bursts of ``nbytes``, ``stride_bytes`` apart:
+    ``fixed = gm_startup_cycles + bursts * gm_burst_overhead_cycles`` and ``weighted = sum over bursts of
+    ceil(bytes / 32) * 32 / eff`` (bytes, each unaligned burst weighing 1 / 0.7 times its size). At a
+    rate of ``r`` bytes per cycle the DMA takes ``fixed + weighted / r`` (:func:`gm_read_cycles`,
+    :func:`gm_write_cycles`)."""
     if count <= 0:
-        return float(cfg.gm_startup_cycles)
-    if count > 1 and stride_bytes == nbytes:  # back-to-back blocks are one contiguous burst
-        nbytes, count = nbytes * count, 1
+        return float(cfg.gm_startup_cycles), 0.0
+    g = cfg.gm_burst_granule_bytes
+    if count == 1 or stride_bytes == nbytes:  # one contiguous burst (back-to-back blocks are one)
+        nbytes *= count
+        moved = -(-nbytes // g) * g
+        aligned = first_addr % burst_align(cfg, nbytes) == 0
+        return (cfg.gm_startup_cycles + cfg.gm_burst_overhead_cycles,
+                moved if aligned else moved / cfg.gm_unaligned_efficiency)
     align = burst_align(cfg, nbytes)
     if stride_bytes % align == 0 or count == 1:
         n_aligned = count if first_addr % align == 0 else 0
@@ -63,11 +78,34 @@ def gm_dma_cycles_uniform(cfg: HardwareConfig, first_addr: int, count: int, nbyt
         hits = sum(1 for i in range(min(period, count)) if (first_addr + i * stride_bytes) % align == 0)
         full, rest = divmod(count, period)
         n_aligned = hits * full + sum(1 for i in range(rest) if (first_addr + i * stride_bytes) % align == 0)
-    g = cfg.gm_burst_granule_bytes
     moved = -(-nbytes // g) * g
-    per_aligned = cfg.gm_burst_overhead_cycles + moved / rate
-    per_unaligned = cfg.gm_burst_overhead_cycles + moved / (rate * cfg.gm_unaligned_efficiency)
-    return cfg.gm_startup_cycles + n_aligned * per_aligned + (count - n_aligned) * per_unaligned
+    weighted = moved * (n_aligned + (count - n_aligned) / cfg.gm_unaligned_efficiency)
+    return cfg.gm_startup_cycles + count * cfg.gm_burst_overhead_cycles, weighted
+
+
+def gm_read_cycles(cfg: HardwareConfig, fixed: float, weighted: float, hit_fraction: float) -> float:
+    """Cycles of a GM read (MTE2 GM->UB/L1) whose lines hit L2 for ``hit_fraction`` of them:
+    ``fixed + weighted * (hit_fraction / l2_bytes_per_cycle + (1 - hit_fraction) / gm_port_bytes_per_cycle)``
+    (see :func:`gm_dma_parts`): hits stream from L2 at 110 B/cycle [S5], the rest from HBM at the
+    core's port rate. The missing lines also need the core's share of the HBM
+    (:func:`hbm_share_bytes_per_cycle`)."""
+    return fixed + weighted * (hit_fraction / cfg.l2_bytes_per_cycle
+                               + (1.0 - hit_fraction) / cfg.gm_port_bytes_per_cycle)
+
+
+def gm_write_cycles(cfg: HardwareConfig, fixed: float, weighted: float, rate: float | None = None) -> float:
+    """Cycles of a GM write into L2: ``fixed + weighted / rate`` (see :func:`gm_dma_parts`), ``rate`` the
+    path's: ``gm_port_bytes_per_cycle`` for MTE3 UB->GM [S6: UB->GM 64], ``fixpipe_bytes_per_cycle`` for
+    Fixpipe L0C->GM [S6: L0C->GM (FIX) 256]. The write is done when its data is in L2 (write-back); its
+    write-back to HBM takes the chip's HBM (:func:`hbm_share_bytes_per_cycle`) afterwards."""
+    return fixed + weighted / (rate or cfg.gm_port_bytes_per_cycle)
+
+
+def hbm_share_bytes_per_cycle(cfg: HardwareConfig, active_cores: int) -> float:
+    """HBM bytes per cycle each of ``active_cores`` cores gets for its L2 misses and its writes together:
+    an equal share of the chip's HBM, ``chip_gm_bytes_per_cycle / active_cores`` (``hbm_gb_per_s /
+    clock_ghz`` for the chip [S4, S16]). One core alone is limited by its ports, not by this."""
+    return cfg.chip_gm_bytes_per_cycle / max(1, active_cores)
 
 
 def onchip_cycles(cfg: HardwareConfig, nbytes: int, rate: float) -> float:

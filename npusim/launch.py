@@ -2,7 +2,8 @@
 
 Blocks run one after another in Python. Block ``b`` runs on physical core ``b % active_cores`` and
 starts when that core's previous block ended, so a launch with more blocks than cores runs in waves.
-Every core gets an equal share of the chip's GM bandwidth (:meth:`HardwareConfig.gm_rate`).
+The cores share one L2 and one HBM budget (:mod:`npusim.memsys`); the L2 starts cold unless a cache is
+passed on (``l2=``, or inside ``with npusim.shared_l2():``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import numpy as np
 from .config import HardwareConfig, get_config
 from .core import Core, run_on
 from .errors import UsageError
+from .l2 import L2Cache, current_shared
+from .interleave import Interleaver
+from .memsys import MemorySystem
 from .pipes import PIPES
 from .profile import Profile
 from .tensor import GM_ALIGN, GlobalTensor, GmBuffer
@@ -40,13 +44,17 @@ class LaunchResult:
 
 
 def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConfig | str | None = None,
-           sanitize: str = "error", **kwargs: Any) -> LaunchResult:
+           sanitize: str = "error", l2: L2Cache | None = None, algorithmic_macs: int | None = None,
+           **kwargs: Any) -> LaunchResult:
     """Run ``kernel_fn(*args, **kwargs)`` on ``block_dim`` blocks (``kernel<<<block_dim>>>(args)``).
 
     Numpy arrays among the arguments become :class:`GlobalTensor` in GM and are updated in place.
     ``sanitize``: ``"error"`` (default) raises on the first finding, ``"warn"`` turns recoverable
     findings into :class:`SanitizerWarning` and carries on as the hardware would, ``"off"`` skips the
-    race checker (other checks stay).
+    race checker (other checks stay). ``l2``: an :class:`npusim.l2.L2Cache` to start from and leave
+    filled (default: the one of an enclosing :func:`npusim.shared_l2`, else a cold one).
+    ``algorithmic_macs``: the operation's useful multiply-accumulates when the kernel's Mmads include
+    padding or helper products (e.g. a convolution's zero channels), for ``Profile.mac_utilization``.
     """
     cfg = get_config(config)
     if not isinstance(block_dim, (int, np.integer)) or block_dim < 1 or block_dim > 65535:
@@ -54,6 +62,9 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
                          hint="launch(kernel, block_dim, *args): block_dim is the number of blocks, before the "
                               "kernel's arguments")
     block_dim = int(block_dim)
+    if algorithmic_macs is not None and (not isinstance(algorithmic_macs, (int, np.integer)) or algorithmic_macs < 0):
+        raise UsageError(f"algorithmic_macs must be a non-negative int, got {algorithmic_macs!r}",
+                         hint="give the operation's useful multiply-accumulates, e.g. M * N * K of a matmul")
     try:
         bound = inspect.signature(kernel_fn).bind(*args, **kwargs)
     except TypeError as e:
@@ -82,29 +93,43 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
             new_args.append(value)
 
     active = min(block_dim, cfg.num_cores)
-    core_free = [0.0] * active
+    memsys = MemorySystem(cfg, active, l2 if l2 is not None else current_shared())
+    for buf in gm.values():
+        memsys.register(buf)
+
+    def run_block(b: int, t0: float) -> tuple[Core, float]:
+        core = Core(cfg, b, block_dim, active, sanitize, t0=t0)
+        core.memsys = memsys
+        run_on(core)
+        kernel_fn(*new_args, **new_kwargs)
+        return core, core.finish()
+
+    prev = run_on(None)
+    try:
+        if active > 1:   # cores run at the same time: interleave their GM accesses in time order
+            sched = Interleaver()
+            memsys.sync = sched.sync
+            cores = sched.run(block_dim, active, run_block)
+        else:            # one core: its blocks run one after another anyway
+            cores, t = {}, 0.0
+            for b in range(block_dim):
+                cores[b], t = run_block(b, t)
+    finally:
+        run_on(prev)
     busy = {p.msprof_name: 0.0 for p in PIPES}
     path_bytes: dict[str, int] = {}
     records: list[tuple] = []
     occupancy: list[tuple] = []
     reserved: dict[str, int] = {}
     block_start, block_end, block_reserved = [], [], []
-    macs = 0
+    macs = issued = 0
     cube_ideal = vec_ideal = 0.0
     vec_ops = 0
     cube_dtype = None
     for b in range(block_dim):
-        phys = b % active
-        block_start.append(core_free[phys])
-        core = Core(cfg, b, block_dim, active, sanitize, t0=core_free[phys])
-        prev = run_on(core)
-        try:
-            kernel_fn(*new_args, **new_kwargs)
-            end = core.finish()
-        finally:
-            run_on(prev)
-        core_free[phys] = end
-        block_end.append(end)
+        core = cores[b]
+        block_start.append(core.t0)
+        block_end.append(max(max(core.pipe_free), core.scalar_t))
         for p in PIPES:
             busy[p.msprof_name] += core.busy[p]
         for k, v in core.path_bytes.items():
@@ -115,14 +140,22 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
         for name, mem in core.memories.items():
             reserved[name] = max(reserved.get(name, 0), mem.top)
         macs += core.cube_macs
+        issued += core.issued_macs
         cube_ideal += core.cube_ideal_cycles
         vec_ops += core.vector_ops
         vec_ideal += core.vector_ideal_cycles
         cube_dtype = cube_dtype or core.cube_peak_dtype
+    if algorithmic_macs is not None and cube_dtype is not None:   # the useful work's ideal Cube time
+        cube_ideal = int(algorithmic_macs) / cfg.cube_macs_per_cycle[cube_dtype]
     profile = Profile(
         kernel=getattr(kernel_fn, "__name__", "kernel"), config=cfg, block_dim=block_dim,
-        total_cycles=max(core_free), block_start_cycles=block_start, block_end_cycles=block_end, pipe_busy_cycles=busy,
+        total_cycles=max(max(block_end), memsys.drained), block_start_cycles=block_start,
+        block_end_cycles=block_end, pipe_busy_cycles=busy,
         path_bytes=path_bytes, cube_macs=macs, cube_ideal_cycles=cube_ideal, cube_dtype=cube_dtype,
         vector_ops=vec_ops, vector_ideal_cycles=vec_ideal, block_records=records,
-        block_occupancy=occupancy, reserved_bytes=reserved, block_reserved_bytes=block_reserved)
+        block_occupancy=occupancy, reserved_bytes=reserved, block_reserved_bytes=block_reserved,
+        issued_macs=issued, algorithmic_macs=macs if algorithmic_macs is None else int(algorithmic_macs),
+        l2_hit_bytes=memsys.l2_hit_bytes, l2_miss_bytes=memsys.l2_miss_bytes,
+        hbm_read_bytes=memsys.hbm_read_bytes, hbm_write_bytes=memsys.hbm_write_bytes,
+        hbm_drain_cycles=memsys.drained)
     return LaunchResult({k: v.array for k, v in gm.items()}, profile)

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from .config import HardwareConfig
 from .core import ISSUE
+from .memsys import WINDOW
 from .pipes import PIPE_ORDER, Pipe
 
 #: Data paths and the pipe that carries each.
@@ -55,6 +56,28 @@ class Profile:
     block_occupancy: list[list[tuple]] = dataclasses.field(repr=False, default_factory=list)
     reserved_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
     block_reserved_bytes: list[dict[str, int]] = dataclasses.field(repr=False, default_factory=list)
+    issued_macs: int = 0
+    """MACs the Cube computed: every Mmad's m, n, k rounded up to whole fractals (16, 16, K0)."""
+    algorithmic_macs: int = 0
+    """The operation's useful MACs: what the launcher declared (``launch(..., algorithmic_macs=)``, e.g.
+    a convolution's N*Cout*Ho*Wo*Cin*Kh*Kw), else the sum of the Mmads' m*n*k."""
+    l2_hit_bytes: int = 0
+    """GM read bytes found in L2."""
+    l2_miss_bytes: int = 0
+    """GM read bytes that came from HBM (or waited for another core's fetch of the same lines)."""
+    hbm_read_bytes: int = 0
+    """Bytes fetched from HBM into L2: whole ``l2_line_bytes`` lines."""
+    hbm_write_bytes: int = 0
+    """Bytes written back from L2 to HBM."""
+    hbm_drain_cycles: float = 0.0
+    """When the last written-back byte reached HBM; the launch ends no earlier (``total_cycles``)."""
+
+    @classmethod
+    def idle(cls, kernel: str, config: HardwareConfig) -> "Profile":
+        """The profile of a launch that did not happen (nothing to compute): zero cycles, no work."""
+        return cls(kernel=kernel, config=config, block_dim=0, total_cycles=0.0, block_start_cycles=[],
+                   block_end_cycles=[], pipe_busy_cycles={}, path_bytes={}, cube_macs=0, cube_ideal_cycles=0.0,
+                   cube_dtype=None, vector_ops=0, vector_ideal_cycles=0.0)
 
     @cached_property
     def raw_records(self) -> list[tuple]:
@@ -68,7 +91,8 @@ class Profile:
 
     @property
     def total(self) -> float:
-        """Kernel time in cycles (``total_cycles``): the latest end of any block on any core."""
+        """Kernel time in cycles (``total_cycles``): the latest end of any block on any core, or of the
+        write-back of its results to HBM (``hbm_drain_cycles``) if that is later."""
         return self.total_cycles
 
     # --- time -------------------------------------------------------------------------------------
@@ -101,11 +125,41 @@ class Profile:
     # --- Cube -------------------------------------------------------------------------------------
     @property
     def mac_utilization(self) -> float:
-        """Cube MAC utilization (msprof ``aic_mac_ratio`` counts busy cycles; this counts useful work):
-        ``sum(m*n*k / peak MACs per cycle of the input dtype) / (active_cores * total_cycles)``.
-        Padding to whole fractals and idle cycles both lower it."""
+        """Cube MAC utilization, useful work only: ``algorithmic_macs / (cube_macs_per_cycle[dtype] *
+        active_cores * total_cycles)`` (``cube_ideal_cycles / (active_cores * total_cycles)``). Padding to
+        whole fractals (zero channels, a K0 tail), helper Mmads (a bias row) and idle cycles all lower it."""
         denom = self.active_cores * self.total_cycles or 1.0
         return self.cube_ideal_cycles / denom
+
+    @property
+    def issued_mac_utilization(self) -> float:
+        """What the Cube computed, padding included: ``issued_macs / (cube_macs_per_cycle[dtype] *
+        active_cores * total_cycles)``; near msprof's ``aic_mac_ratio`` when the Cube runs full fractals."""
+        if not self.issued_macs or not self.cube_dtype:
+            return 0.0
+        peak = self.config.cube_macs_per_cycle[self.cube_dtype]
+        return self.issued_macs / (peak * (self.active_cores * self.total_cycles or 1.0))
+
+    @property
+    def mac_waste(self) -> float:
+        """Share of the issued MACs that did no useful work: ``1 - algorithmic_macs / issued_macs``
+        (0 when the Cube was not used)."""
+        return 1.0 - self.algorithmic_macs / self.issued_macs if self.issued_macs else 0.0
+
+    @property
+    def stream_time_us(self) -> float:
+        """Time per call when the same kernel is launched back to back without waiting (the host enqueues
+        the next launch while this one runs, as a benchmark loop does): ``max(time_us,
+        config.launch_overhead_us)``; a kernel shorter than the launch overhead waits for the host."""
+        return max(self.time_us, self.config.launch_overhead_us)
+
+    @property
+    def stream_mac_utilization(self) -> float:
+        """Cube utilisation of the whole chip for such a stream of calls (what a loop of back-to-back
+        calls measures on hardware): ``cube_ideal_cycles / (config.num_cores * stream cycles)``, the
+        stream cycles being ``stream_time_us`` in cycles."""
+        stream = self.stream_time_us * self.config.clock_ghz * 1e3
+        return self.cube_ideal_cycles / (self.config.num_cores * stream) if stream else 0.0
 
     @property
     def flops(self) -> float:
@@ -118,11 +172,32 @@ class Profile:
         """Bytes moved to or from GM (all paths that start or end at GM)."""
         return sum(v for k, v in self.path_bytes.items() if "GM" in k)
 
+    @property
+    def l2_hit_rate(self) -> float:
+        """Share of the GM read bytes found in L2: ``l2_hit_bytes / (l2_hit_bytes + l2_miss_bytes)``."""
+        reads = self.l2_hit_bytes + self.l2_miss_bytes
+        return self.l2_hit_bytes / reads if reads else 0.0
+
+    @property
+    def hbm_bytes(self) -> int:
+        """Bytes that crossed the HBM interface: ``hbm_read_bytes + hbm_write_bytes``."""
+        return self.hbm_read_bytes + self.hbm_write_bytes
+
     def path_peak_bytes_per_cycle(self, path: str) -> float:
-        """Peak of a path for the whole launch: ``rate * active_cores``; GM paths use
-        :meth:`HardwareConfig.gm_rate` (port capped by the chip's GM share)."""
+        """Peak of a path for the whole launch: ``rate * active_cores``. GM reads: the rate their L2
+        hit mix allows one core, ``1 / (h / l2_bytes_per_cycle + (1 - h) / gm_port_bytes_per_cycle)``
+        with ``h = l2_hit_rate``; GM writes: :meth:`HardwareConfig.gm_rate` (the port, capped by an equal
+        share of the HBM); ``"HBM"``: ``chip_gm_bytes_per_cycle`` (all cores, reads and writes);
+        ``"L2"``: ``l2_bytes_per_cycle * active_cores``."""
         cfg = self.config
         n = self.active_cores
+        if path == "HBM":
+            return cfg.chip_gm_bytes_per_cycle
+        if path == "L2":
+            return cfg.l2_bytes_per_cycle * n
+        if path.startswith("GM"):
+            h = self.l2_hit_rate
+            return n / (h / cfg.l2_bytes_per_cycle + (1.0 - h) / cfg.gm_port_bytes_per_cycle)
         if "GM" in path:
             return cfg.gm_rate(n) * n
         rate = {"L1->L0A": cfg.l1_to_l0a_bytes_per_cycle, "L1->L0B": cfg.l1_to_l0b_bytes_per_cycle,
@@ -133,10 +208,13 @@ class Profile:
     @property
     def bandwidth(self) -> dict[str, dict[str, float]]:
         """Per path: ``bytes``, ``achieved_gbps = bytes / time``, ``peak_gbps`` (see
-        :meth:`path_peak_bytes_per_cycle`, times the clock) and ``efficiency = achieved / peak``."""
+        :meth:`path_peak_bytes_per_cycle`, times the clock) and ``efficiency = achieved / peak``; plus
+        ``"L2"`` (the GM read bytes served by L2) and ``"HBM"`` (``hbm_bytes``, reads and writes) when GM
+        was used."""
         out = {}
         secs = self.time_us * 1e-6 or 1e-30
-        for path, b in self.path_bytes.items():
+        extra = {"L2": self.l2_hit_bytes, "HBM": self.hbm_bytes} if self.gm_bytes else {}
+        for path, b in {**self.path_bytes, **extra}.items():
             peak = self.path_peak_bytes_per_cycle(path) * self.config.clock_ghz
             ach = b / secs / 1e9
             out[path] = {"bytes": b, "achieved_gbps": ach, "peak_gbps": peak, "efficiency": ach / peak}
@@ -159,7 +237,8 @@ class Profile:
 
     @property
     def peak_gm_bytes_per_s(self) -> float:
-        """GM bandwidth of the launch: ``gm_rate(active_cores) * active_cores * clock``."""
+        """GM bandwidth of the launch from HBM: ``gm_rate(active_cores) * active_cores * clock`` (the
+        cores' ports, capped by the chip's HBM)."""
         n = self.active_cores
         return self.config.gm_rate(n) * n * self.config.clock_ghz * 1e9
 
@@ -182,16 +261,26 @@ class Profile:
 
     @property
     def memory_bound_cycles(self) -> float:
-        """Lower bound from GM: the busiest GM DMA pipe's bytes / (active_cores * gm_rate(active_cores)).
-        Each GM DMA pipe of a core moves at most ``gm_rate`` bytes per cycle."""
+        """Lower bound from GM: the largest of ``hbm_bytes / chip_gm_bytes_per_cycle - WINDOW`` (one HBM
+        for the chip, budgeted per ``npusim.memsys.WINDOW`` cycles), the GM reads at their fastest (``(l2_hit_bytes / l2_bytes_per_cycle + the other read
+        bytes / gm_port_bytes_per_cycle) / active_cores``) and each GM write pipe's bytes /
+        (active_cores * gm_port_bytes_per_cycle)."""
+        cfg = self.config
+        n = self.active_cores
         per_pipe: dict[Pipe, int] = {}
         for path, b in self.path_bytes.items():
             if "GM" in path:
                 per_pipe[PATHS[path]] = per_pipe.get(PATHS[path], 0) + b
         if not per_pipe:
             return 0.0
-        n = self.active_cores
-        return max(per_pipe.values()) / (n * self.config.gm_rate(n))
+        bounds = [self.hbm_bytes / cfg.chip_gm_bytes_per_cycle - WINDOW]
+        for pipe, b in per_pipe.items():
+            if pipe == Pipe.MTE2:
+                hit = min(self.l2_hit_bytes, b)
+                bounds.append((hit / cfg.l2_bytes_per_cycle + (b - hit) / cfg.gm_port_bytes_per_cycle) / n)
+            else:
+                bounds.append(b / (n * cfg.gm_port_bytes_per_cycle))
+        return max(bounds)
 
     @property
     def roofline_cycles(self) -> float:
@@ -222,6 +311,7 @@ class Profile:
         """The headline numbers as a flat dict (for tables, checks and benchmarks)."""
         d = {"time_us": self.time_us, "total_cycles": self.total_cycles, "instructions": self.instruction_count,
              "mac_utilization": self.mac_utilization, "gm_bytes": self.gm_bytes,
+             "l2_hit_rate": self.l2_hit_rate, "hbm_bytes": self.hbm_bytes,
              "arithmetic_intensity": self.arithmetic_intensity, "roofline_efficiency": self.roofline_efficiency}
         for k, v in self.pipe_ratio.items():
             d[f"{k}_ratio"] = v
@@ -238,7 +328,12 @@ class Profile:
             if self.pipe_busy_cycles.get(k):
                 rows.append((f"{k} ratio", f"{self.pipe_ratio[k]:.1%}"))
         if self.cube_macs:
-            rows.append(("cube MAC utilization", f"{self.mac_utilization:.1%} ({self.cube_dtype})"))
+            rows.append(("cube MAC utilization", f"{self.mac_utilization:.1%} ({self.cube_dtype}; issued "
+                                                 f"{self.issued_mac_utilization:.1%}, {self.mac_waste:.0%} "
+                                                 f"of it padding)"))
+        if self.gm_bytes:
+            rows.append(("L2 / HBM", f"L2 hit rate {self.l2_hit_rate:.1%}; HBM {self.hbm_read_bytes:,} B read, "
+                                     f"{self.hbm_write_bytes:,} B written"))
         for path, bw in self.bandwidth.items():
             rows.append((f"{path}", f"{bw['bytes']:,} B, {bw['achieved_gbps']:.1f} / {bw['peak_gbps']:.1f} GB/s "
                                     f"({bw['efficiency']:.0%})"))

@@ -25,12 +25,17 @@ from typing import Callable
 
 
 CASES: dict[str, Callable[[int], dict]] = {}
+SLOW: set[str] = set()
+"""Cases that take minutes: they run only when named (``npusim bench --only name``)."""
 
 
-def case(name: str):
-    """Register a benchmark case: a function ``repeat -> dict`` of figures (``npusim bench --only name``)."""
+def case(name: str, slow: bool = False):
+    """Register a benchmark case: a function ``repeat -> dict`` of figures (``npusim bench --only name``);
+    a ``slow`` one runs only when named."""
     def deco(fn):
         CASES[name] = fn
+        if slow:
+            SLOW.add(name)
         return fn
     return deco
 
@@ -69,10 +74,10 @@ def line(kernel: str, sim_s: float, numpy_s: float, profile, **extra) -> dict:
 
 
 def run(repeat: int = 5, only: list[str] | None = None) -> int:
-    """Print one JSON line per case (all, or those named in ``only``), with progress on stderr; 2 if a
-    name is unknown, 1 if a case failed (its line says why)."""
+    """Print one JSON line per case (all but the slow ones, or those named in ``only``), with progress on
+    stderr; 2 if a name is unknown, 1 if a case failed (its line says why)."""
     cases = load()
-    names = only or list(cases)
+    names = only or [n for n in cases if n not in SLOW]
     unknown = [n for n in names if n not in cases]
     if unknown:
         print(json.dumps({"error": f"unknown case(s) {unknown}; known: {sorted(cases)}"}))
@@ -94,7 +99,8 @@ def describe() -> str:
     lines = []
     for name, fn in load().items():
         doc = (fn.__doc__ or "").strip().splitlines()
-        lines.append(f"  {name:26s} {doc[0] if doc else ''}")
+        slow = " (slow: only with --only)" if name in SLOW else ""
+        lines.append(f"  {name:26s} {doc[0] if doc else ''}{slow}")
     return "\n".join(lines)
 
 

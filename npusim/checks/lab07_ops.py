@@ -1,164 +1,410 @@
-"""Checks of lab 07 (from kernel to operator): shape inference, tiling legality, int8 accuracy."""
+"""Checks of lab 07 (from kernel to operator), part 1: the declaration of ``qmatmul`` (OpDef), its shape
+and dtype inference, and per-channel int8 quantisation. The tiling and the tiling cache are in
+:mod:`.lab07_tiling`; the operator's given parts and the reference of every part in :mod:`.qmatmul`."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
 from ..config import a2, classic
-from ..conv import ConvGeometry
-from ..errors import NpuSimError
-from ..kernels.elementwise import scale as scale_kernel
-from ..ops import InferContext, OpDef, TilingData, call, register
-from ..ops.runtime import REGISTRY, TilingCache
-from ._core import CheckFailed, NotFinished, call_learner, passed
+from ..ops import OpDef, OpError, call, register
+from ..ops.runtime import REGISTRY, get_workspace_size
+from . import qmatmul as Q
+from ._core import CheckFailed, NotFinished, call_learner, case_rng, describe, fixed_rng, passed
 
-__all__ = ["conv_shape", "scale_tiling", "int8_accuracy", "scale_op"]
+__all__ = ["qmatmul_opdef", "qmatmul_inference", "int8_accuracy"]
 
-_CONV_CASES = [  # (x shape, w shape, stride, padding, dilation)
-    ((1, 3, 32, 32), (8, 3, 3, 3), 1, 1, 1), ((2, 16, 15, 17), (4, 16, 3, 3), 2, 1, 1),
-    ((1, 1, 7, 7), (1, 1, 7, 7), 1, 0, 1), ((1, 4, 9, 9), (2, 4, 3, 3), 1, 0, 2),
-    ((3, 8, 10, 6), (5, 8, 1, 1), (2, 1), (0, 0), 1), ((1, 2, 5, 5), (2, 2, 3, 3), 1, (2, 0), (1, 2)),
-    ((1, 2, 4, 4), (2, 2, 5, 5), 1, 0, 1),   # does not fit: expect ValueError
-    ((1, 3, 8, 8), (4, 2, 3, 3), 1, 1, 1),   # channel mismatch: expect ValueError
-]
+HINTS = {
+    "qmatmul-opdef": (
+        "Section 2 declares the add operator: one .input(...) per input, one .output(...), one .attr(...). "
+        "The table of section 3 is the same information for qmatmul. Mind what makes a dtype combination.",
+        "Three inputs in the order x, w, scale, one output y, one attribute relu. Each tensor gets a list of "
+        "dtypes, one per combination, and a list of formats of the same length; the i-th entries of all the "
+        "lists together are combination i. scale is absent in the float16 combination, so it must be "
+        "optional (it still needs a dtype entry for every combination). relu is a bool, False unless set.",
+        "op.input('x', ['float16', 'int8'], ['ND', 'ND'])\n"
+        "op.input('w', [___, ___], [___, ___])\n"
+        "op.input('scale', [___, ___], [___, ___], optional=___)\n"
+        "op.output('y', [___, ___], [___, ___])      # what the Cube gives for fp16, what Fixpipe writes for int8\n"
+        "op.attr('relu', ___, ___)",
+    ),
+    "qmatmul-infer": (
+        "Inference runs before anything is launched: it is the operator's last chance to refuse a call the "
+        "kernels cannot run, with a message that says which argument to change. Go through the table of "
+        "section 3 and the kernels of section 4: what must hold for x, w, scale, relu and the hardware?",
+        "shape: x and w are 2-D; x's columns equal w's rows; int8 needs scale and float16 must not have one; "
+        "scale holds 1 or n values; int8 and relu need ctx.config.has_fixpipe. Each refusal is "
+        "ctx.fail('...') naming the argument and the sizes involved. Then return [(m, n)]. dtype: float32 "
+        "for float16 inputs, float16 for int8 (ctx.input_dtypes[0]).",
+        "x, w, scale = ctx.input_shapes\n"
+        "if len(x) != 2: ctx.fail(f'x must be 2-D (m, k), got shape {x}')\n"
+        "if x[1] != w[0]: ctx.fail(f'x has k={x[1]} columns but w has {w[0]} rows')\n"
+        "int8 = ctx.input_dtypes[0] == np.int8\n"
+        "if int8 and scale is None: ctx.fail(___)\n"
+        "...\n"
+        "return [(x[0], w[1])]",
+    ),
+    "int8-accuracy": (
+        "Section 7 showed what one scale for the whole matrix costs the columns with small weights. Give each "
+        "column its own scale, and map each weight to the int8 level nearest to it.",
+        "s[j] = the largest |w[:, j]| divided by 127, so that it maps to 127; q = w / s rounded to the nearest "
+        "integer, clipped to [-127, 127], as int8. A column of zeros has max 0: give it any positive scale. "
+        "Return (q, s) with s as float32.",
+        "s = np.abs(w).max(axis=___) / 127\n"
+        "s = np.where(s == 0, 1.0, s)\n"
+        "q = np.clip(np.___(w / s), -127, 127).astype(np.int8)\n"
+        "return q, s.astype(np.float32)",
+    ),
+}
+
+_SPEC_COMBOS = {(("float16", "float16", "float32"), ("float32",)), (("int8", "int8", "float32"), ("float16",))}
 
 
-def conv_shape(fn) -> None:
-    """``fn(x_shape, w_shape, stride, padding, dilation)`` returns conv2d's NCHW output shape, and raises
-    ValueError when the call cannot work (channels differ, or the kernel does not fit)."""
-    __tracebackhide__ = True
-    name = "conv_shape"
-    for x, w, s, p, d in _CONV_CASES:
-        case = f"x={x}, w={w}, stride={s}, padding={p}, dilation={d}"
-        try:
-            g = ConvGeometry.of(x, w, s, p, d)
-            want = (g.n, g.cout, g.ho, g.wo)
-        except NpuSimError:
-            want = ValueError
-        try:
-            got = fn(x, w, s, p, d)
-        except NotImplementedError as e:
-            raise NotFinished(name, f"not finished yet: {e}") from None
-        except ValueError as e:
-            if want is ValueError:
-                continue
-            raise CheckFailed(name, f"for {case} you raised ValueError({e}), but the output shape is {want}") from None
-        if want is ValueError:
-            raise CheckFailed(name, f"for {case} you returned {got}, but this call cannot work: raise ValueError "
-                                    f"(look at: input channels must match, and the dilated kernel must fit the "
-                                    f"padded input)")
-        if tuple(got) != want:
-            raise CheckFailed(name, f"for {case} expected {want}, got {tuple(got)}. Look at: "
-                                    f"out = (in + 2*pad - dilation*(k-1) - 1) // stride + 1, per axis; an int "
-                                    f"stride/padding/dilation applies to both axes")
-    passed(name, f"{len(_CONV_CASES)} hidden calls, two of them invalid")
+# --- exercise 1: the declaration -----------------------------------------------------------------------
+def _arr(shape, dtype):
+    """A placeholder array of ``shape`` (zero-strided: no memory), as lab 08's fake implementation uses."""
+    return np.broadcast_to(np.zeros((), dtype), shape)
 
 
-def scale_op(tiling_fn, name: str = "scale") -> OpDef:
-    """The lab's element-wise ``y = alpha * x`` operator with ``tiling_fn`` as its host tiling function
-    (tiling fields used by the kernel: ``tile`` and ``buffer_num``)."""
-    op = OpDef(name, "y = alpha * x, element-wise")
-    op.input("x", ["float16", "float32"]).output("y", ["float16", "float32"])
-    op.attr("alpha", float, 1.0)
-    op.infer_shape(lambda ctx: [ctx.input_shapes[0]])
-    op.tiling(tiling_fn)
-
-    @op.kernel(0)
-    def _kernel(x, y, tiling):
-        scale_kernel(x, y, x.size, tiling.alpha, tiling.tile, tiling.buffer_num)
-
+def _declared(check: str, declare) -> OpDef:
+    op = call_learner(check, declare, "qmatmul_check", what="declare_qmatmul")
+    if not isinstance(op, OpDef):
+        raise CheckFailed(check, f"declare_qmatmul(name) must return the ops.OpDef it built, got "
+                                 f"{type(op).__name__}")
+    if op.name != "qmatmul_check":
+        raise CheckFailed(check, f"declare_qmatmul(name) must name the operator by its argument (OpDef(name, ...)), "
+                                 f"got {op.name!r}")
     return op
 
 
-def _legal(t, ctx: InferContext) -> str:
-    cfg, isz = ctx.config, ctx.input_dtypes[0].itemsize
-    if not isinstance(t, TilingData):
-        return f"the tiling function must return a TilingData, not {type(t).__name__}"
-    f = t.fields
-    for key in ("tile", "buffer_num", "alpha"):
-        if key not in f:
-            return f"TilingData.fields has no '{key}' (the kernel reads tiling.tile, tiling.buffer_num, tiling.alpha)"
-    if not isinstance(t.block_dim, int) or not 1 <= t.block_dim <= cfg.num_cores:
-        return f"block_dim={t.block_dim!r}: it must be an int from 1 to {cfg.num_cores} (the cores of '{cfg.name}')"
-    if f["buffer_num"] not in (1, 2):
-        return f"buffer_num={f['buffer_num']!r}: 1 or 2"
-    tile = f["tile"]
-    if not isinstance(tile, int) or tile < 1 or (tile * isz) % 32:
-        return f"tile={tile!r}: a positive number of elements that makes whole 32 B blocks ({32 // isz} elements)"
-    need = 2 * f["buffer_num"] * tile * isz
-    if need > cfg.ub_bytes:
-        return (f"tile={tile} with {f['buffer_num']} buffers needs 2 queues x {f['buffer_num']} x {tile * isz} B = "
-                f"{need} B of UB, but '{cfg.name}' has {cfg.ub_bytes} B")
-    return ""
+def _combinations(check: str, op: OpDef) -> set:
+    counts = {d.name: len(d.dtypes) for d in op.inputs + op.outputs}
+    fmts = {d.name: len(d.formats) for d in op.inputs + op.outputs}
+    if len(set(counts.values())) != 1:
+        raise CheckFailed(check, f"every input and output needs one dtype per combination, but the dtype lists "
+                                 f"have lengths {counts}")
+    if fmts != counts:
+        raise CheckFailed(check, f"each formats list must be as long as its dtypes list (one format per "
+                                 f"combination): dtypes {counts}, formats {fmts}")
+    return set(op.combinations())
 
 
-def scale_tiling(fn) -> None:
-    """``fn(ctx) -> TilingData`` is a legal tiling of the scale operator on hidden shapes, dtypes and
-    hardware, the results are right, and a large input uses several cores."""
+def _describe_combo(combo) -> str:
+    (x, w, s), (y,) = combo
+    return f"x {x}, w {w}, scale {s} -> y {y}"
+
+
+def qmatmul_opdef(declare) -> None:
+    """Lab 07, exercise 1: ``declare(name) -> OpDef`` declares qmatmul as the lab's table says: inputs x, w
+    and an optional scale, output y, their two dtype combinations, ND formats, and the attribute relu."""
     __tracebackhide__ = True
-    name = "scale_tiling"
-    small_ub = a2.replace(name="a2-small-ub", ub_bytes=32 * 1024, num_cores=4)
-    cases = [((1,), np.float16, a2), ((7, 9), np.float32, a2), ((4096,), np.float16, classic),
-             ((3, 100, 33), np.float16, small_ub), ((1 << 20,), np.float16, a2), ((65537,), np.float32, small_ub)]
-    op_name = "_check_scale"
-    problems: list[str] = []
+    name = "qmatmul_opdef"
+    op = _declared(name, declare)
+    ins, outs = [d.name for d in op.inputs], [d.name for d in op.outputs]
+    if ins != ["x", "w", "scale"] or outs != ["y"]:
+        raise CheckFailed(name, f"the operator has inputs {ins} and outputs {outs}; the table has inputs "
+                                f"['x', 'w', 'scale'] in that order (the order of the call's arguments) and one "
+                                f"output ['y']")
+    optional = {d.name: d.optional for d in op.inputs}
+    if optional != {"x": False, "w": False, "scale": True}:
+        wrong = [k for k, v in optional.items() if v != (k == "scale")]
+        raise CheckFailed(name, f"optional inputs: {optional}. scale is absent in float16 calls, so only scale "
+                                f"is optional (optional=True); x and w are always required. Look at: "
+                                f"{', '.join(wrong)}")
+    combos = _combinations(name, op)
+    if combos != _SPEC_COMBOS:
+        extra = sorted(_describe_combo(c) for c in combos - _SPEC_COMBOS)
+        missing = sorted(_describe_combo(c) for c in _SPEC_COMBOS - combos)
+        hint = ""
+        if any(c[0][0] != c[0][1] for c in combos):
+            hint = (" x and w disagree within a combination: the i-th dtypes of every list together form "
+                    "combination i, so list them in the same order for x and w.")
+        elif any(c[0][0] == "int8" and c[1][0] != "float16" for c in combos):
+            hint = " int8 results leave the Cube as int32 and the Fixpipe dequantises them to float16."
+        elif any(c[0][0] == "float16" and c[1][0] != "float32" for c in combos):
+            hint = " float16 inputs accumulate in float32 in L0C, and kernel 0 writes that float32."
+        raise CheckFailed(name, f"the dtype combinations differ from the table: yours include "
+                                f"{extra or 'nothing else'}, but not {missing}.{hint}")
+    for d in op.inputs + op.outputs:
+        if set(d.formats) != {"ND"}:
+            raise CheckFailed(name, f"'{d.name}' declares formats {list(d.formats)}; every tensor of qmatmul is "
+                                    f"ND (row-major): the weight packing happens inside the operator")
+    relu = op.attrs.get("relu")
+    if relu is None or set(op.attrs) != {"relu"}:
+        raise CheckFailed(name, f"attributes {sorted(op.attrs)}: the table has one, relu")
+    kinds = relu.kind if isinstance(relu.kind, tuple) else (relu.kind,)
+    if kinds != (bool,):
+        raise CheckFailed(name, f"relu is declared as {relu.kind}; it is an on/off switch: bool")
+    if relu.default is not False:
+        raise CheckFailed(name, f"relu's default is {relu.default!r}: a call that does not ask for ReLU must not "
+                                f"get one (default False)")
+    # the declaration at work: the calls it lets through and refuses, before anything runs
+    x16, w16 = _arr((4, 32), np.float16), _arr((32, 16), np.float16)
+    x8, w8, s = _arr((4, 32), np.int8), _arr((32, 16), np.int8), _arr((16,), np.float32)
+    for arrays, attrs, ok, what in (((x16, w16), {}, True, "float16 x and w without scale"),
+                                    ((x8, w8, s), {"relu": True}, True, "int8 x and w with a float32 scale"),
+                                    ((x16, w8), {}, False, "float16 x with int8 w"),
+                                    ((x16.astype(np.float32), w16), {}, False, "float32 x"),
+                                    ((x16, w16), {"relu": 1}, False, "relu=1 (an int)")):
+        try:
+            op.validate(arrays, attrs, (), a2)
+            accepted = True
+        except OpError:
+            accepted = False
+        if accepted != ok:
+            raise CheckFailed(name, f"your declaration {'refuses' if ok else 'accepts'} a call with {what}")
+    passed(name, "inputs, output, both dtype combinations, formats and the relu attribute as the table says")
 
-    def checked(ctx: InferContext) -> TilingData:
-        t = call_learner(name, fn, ctx)
-        msg = _legal(t, ctx)
-        if msg:
-            problems.append(f"on [shape={ctx.input_shapes[0]}, dtype={ctx.input_dtypes[0].name}, "
-                            f"config={ctx.config.name}] {msg}")
-            raise CheckFailed(name, problems[-1])
-        return t
 
-    register(scale_op(checked, op_name))
+# --- exercise 2: shape and dtype inference -------------------------------------------------------------
+_SMALL_L0 = a2.replace(name="a2-small-l0", l0a_bytes=32 * 1024, l0b_bytes=32 * 1024, l0c_bytes=64 * 1024)
+
+
+def _word(text: str, word: str) -> bool:
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", text) is not None
+
+
+# (name, inputs as (shape, dtype) or None, attrs, config, words the message must contain (each a tuple of
+# alternatives), what the call gets wrong)
+_BAD_CALLS = [
+    ("x-3d", [((2, 8, 16), np.float16), ((16, 8), np.float16)], {}, a2,
+     [("x",), ("2-D", "2D", "2 dim", "two dim", "(2, 8, 16)", "3-D", "3 dim", "ndim")], "x has 3 dimensions"),
+    ("w-1d", [((8, 16), np.float16), ((16,), np.float16)], {}, a2,
+     [("w",), ("2-D", "2D", "2 dim", "two dim", "(16,)", "1-D", "1 dim", "ndim")], "w has 1 dimension"),
+    ("inner", [((4, 7), np.float16), ((8, 3), np.float16)], {}, a2, [("x",), ("w",), ("7",), ("8",)],
+     "x has 7 columns, w has 8 rows"),
+    ("int8-no-scale", [((4, 32), np.int8), ((32, 16), np.int8)], {}, a2, [("scale",)],
+     "int8 inputs without a scale"),
+    ("fp16-scale", [((4, 32), np.float16), ((32, 16), np.float16), ((16,), np.float32)], {}, a2, [("scale",)],
+     "a scale with float16 inputs"),
+    ("scale-count", [((4, 32), np.int8), ((32, 12), np.int8), ((5,), np.float32)], {}, a2, [("scale",), ("12",)],
+     "5 scale values for n=12 columns"),
+    ("scale-2d", [((4, 32), np.int8), ((32, 12), np.int8), ((1, 12), np.float32)], {}, a2, [("scale",)],
+     "a 2-D scale"),
+    ("relu-classic", [((4, 32), np.float16), ((32, 16), np.float16)], {"relu": True}, classic,
+     [("relu",), ("Fixpipe", "fixpipe", "classic")], "relu on the classic core, which has no Fixpipe"),
+    ("int8-classic", [((4, 32), np.int8), ((32, 16), np.int8), ((16,), np.float32)], {}, classic,
+     [("int8",), ("Fixpipe", "fixpipe", "classic")], "int8 on the classic core, which has no Fixpipe"),
+]
+
+
+def _good_calls() -> list[tuple]:
+    """(m, k, n, dtype, scale values or None, relu, config): fixed edge cases plus random ones."""
+    out = [(1, 1, 1, np.float16, None, False, a2), (5, 7, 3, np.float16, None, True, a2),
+           (33, 64, 17, np.int8, 17, False, a2), (8, 32, 40, np.int8, 1, True, a2),
+           (3, 20, 9, np.float16, None, False, classic)]
+    rng = case_rng("qmatmul_inference", "random")
+    for _ in range(4):
+        dt = (np.float16, np.int8)[int(rng.integers(2))]
+        m, k, n = (int(v) for v in rng.integers(1, 600, 3))
+        out.append((m, k, n, dt, (n, 1)[int(rng.integers(2))] if dt == np.int8 else None, bool(rng.integers(2)),
+                    (a2, _SMALL_L0)[int(rng.integers(2))]))
+    return out
+
+
+def _stage1(op_name: str, inputs, attrs, cfg):
+    return get_workspace_size(op_name, *[None if i is None else _arr(*i) for i in inputs], config=cfg, **attrs)
+
+
+def _reraise(e: BaseException):
+    raise e
+
+
+def _refusing(check: str, fn, what: str):
+    """``fn(ctx)`` for the runtime: its OpErrors (ctx.fail) pass through as refusals; anything else is
+    translated for the learner, as call_learner does."""
+    def run(ctx):
+        try:
+            return fn(ctx)
+        except OpError:
+            raise
+        except Exception as e:  # noqa: BLE001 - not finished, or the learner's own bug
+            return call_learner(check, _reraise, e, what=what)
+    return run
+
+
+def _case_words(inputs, attrs, cfg) -> dict:
+    names = ("x", "w", "scale")
+    case = {n: f"{i[0]} {np.dtype(i[1]).name}" for n, i in zip(names, inputs) if i is not None}
+    return {**case, **attrs, "config": cfg.name}
+
+
+def qmatmul_inference(infer_shape, infer_dtype) -> None:
+    """Lab 07, exercise 2: ``infer_shape(ctx) -> [shape]`` and ``infer_dtype(ctx) -> [dtype]`` give qmatmul's
+    output on hidden valid calls, and refuse hidden bad calls with ``ctx.fail`` (an OpError) whose message
+    names the argument to change (and the sizes involved)."""
+    __tracebackhide__ = True
+    name = "qmatmul_inference"
+    op_name = "_qmatmul_inference_check"
+
+    register(Q.build(op_name, Q.declare, _refusing(name, infer_shape, "qmatmul_shape"),
+                     _refusing(name, infer_dtype, "qmatmul_dtype"), Q.tiling))
     try:
-        for i, (shape, dt, cfg) in enumerate(cases):
-            x = np.random.default_rng(i).standard_normal(shape).astype(dt)
+        for m, k, n, dt, scale, relu, cfg in _good_calls():
+            inputs = [((m, k), dt), ((k, n), dt)] + ([((scale,), np.float32)] if scale else [])
+            case = _case_words(inputs, {"relu": relu}, cfg)
             try:
-                r = call(op_name, x, alpha=0.5, config=cfg, cache=TilingCache(0))
-            except NpuSimError as e:
-                raise CheckFailed(name, f"on [shape={shape}, dtype={np.dtype(dt).name}, config={cfg.name}] the "
-                                        f"operator failed: {type(e).__name__}: {e}") from None
-            if not np.array_equal(r.out, (x * dt(0.5)).astype(dt)):
-                raise CheckFailed(name, f"on [shape={shape}, config={cfg.name}] the result is wrong: does the "
-                                        f"tiling cover every element?")
-            if x.size == 1 << 20 and r.tiling.block_dim < 2:
-                raise CheckFailed(name, f"a {x.size:,}-element input ran on block_dim={r.tiling.block_dim}: give "
-                                        f"a large input several cores")
+                _, ex = _stage1(op_name, inputs, {"relu": relu}, cfg)
+            except NotFinished:
+                raise
+            except CheckFailed as e:
+                raise CheckFailed(name, f"on the valid call [{describe(case)}] {e.message}") from None
+            except OpError as e:
+                if "shape inference gave" in str(e):
+                    raise CheckFailed(name, f"on [{describe(case)}] the shape inference must return a list with "
+                                            f"one shape, the output's: {e}") from None
+                raise CheckFailed(name, f"you refused a valid call [{describe(case)}]: {e}") from None
+            except (TypeError, ValueError) as e:
+                raise CheckFailed(name, f"on [{describe(case)}] the inference returned something unusable: "
+                                        f"{e}. Return a list of one shape, e.g. [(m, n)], and a list of one "
+                                        f"dtype") from None
+            shape, dtype = ex.ctx.output_shapes[0], ex.ctx.output_dtypes[0]
+            if shape != (m, n):
+                raise CheckFailed(name, f"on [{describe(case)}] your output shape is {shape}, expected {(m, n)}: "
+                                        f"y has x's rows (m) and w's columns (n)")
+            want = np.dtype(np.float16 if dt == np.int8 else np.float32)
+            if dtype != want:
+                raise CheckFailed(name, f"on [{describe(case)}] your output dtype is {dtype.name}, expected "
+                                        f"{want.name}: " + ("int8 results are dequantised to float16 in the "
+                                                            "Fixpipe" if dt == np.int8 else
+                                                            "float16 inputs accumulate in float32 (L0C)"))
+        for key, inputs, attrs, cfg, words, what in _BAD_CALLS:
+            case = _case_words(inputs, attrs, cfg)
+            try:
+                _stage1(op_name, inputs, attrs, cfg)
+            except OpError as e:
+                text = str(e)
+                missing = [alts for alts in words if not any(_word(text, a) for a in alts)]
+                if missing:
+                    need = " and ".join(repr(alts[0]) for alts in missing)
+                    raise CheckFailed(name, f"on [{describe(case)}] ({what}) you refused the call with \"{text}\", "
+                                            f"which does not say what to change: name {need} in the message "
+                                            f"(the argument and the sizes involved)") from None
+                continue
+            except NotFinished:
+                raise
+            except CheckFailed as e:
+                raise CheckFailed(name, f"on [{describe(case)}] ({what}): {e.message.rstrip('.')}. Refuse a call that "
+                                        f"cannot work with ctx.fail('...'), which raises the OpError every "
+                                        f"caller expects") from None
+            except Exception as e:  # noqa: BLE001 - e.g. an IndexError from a 1-D shape
+                raise CheckFailed(name, f"on [{describe(case)}] ({what}) the inference failed with "
+                                        f"{type(e).__name__}: {e}. Check the shapes before using them, and "
+                                        f"refuse with ctx.fail('...')") from None
+            raise CheckFailed(name, f"you accepted a call that cannot work [{describe(case)}]: {what}. "
+                                    f"The kernel would fail (or compute garbage) after launch; refuse it in "
+                                    f"the inference with ctx.fail('...') naming the argument")
     finally:
         REGISTRY.pop(op_name, None)
-    passed(name, f"{len(cases)} hidden shapes/dtypes/configs, all legal and correct")
+    passed(name, f"{len(_good_calls())} hidden valid calls (int8 and float16, 1x1x1 to 600 wide, three cores) "
+                 f"and {len(_BAD_CALLS)} bad ones, each refused naming its argument")
 
 
+# --- exercise 5: per-channel int8 ----------------------------------------------------------------------
 INT8_BAR = 0.03
 
 
-def int8_accuracy(quantize_per_channel) -> None:
-    """``quantize_per_channel(w) -> (w_int8, scales)`` (one scale per column of w) makes the int8 matmul
-    meet the bar: every output column's relative L2 error <= 3 % against the float reference."""
-    __tracebackhide__ = True
-    name = "int8_accuracy"
-    rng = np.random.default_rng(77)
-    for case in range(3):
-        m, k, n = [(48, 96, 40), (16, 200, 24), (64, 64, 16)][case]
-        x = rng.standard_normal((m, k)).astype(np.float32)
-        w = (rng.standard_normal((k, n)) * rng.choice([0.01, 0.1, 1.0, 5.0], size=n)).astype(np.float32)
+def _int8_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(what, x, w): column scales from 0.01 to 5 with an all-zero column; an outlier per column; random."""
+    out = []
+    rng = fixed_rng("int8_accuracy", "spread")
+    w = rng.standard_normal((96, 40)) * rng.choice([0.01, 0.1, 1.0, 5.0], size=40)
+    w[:, 7] = 0.0
+    out.append(("48x96 @ 96x40, column scales 0.01 to 5, column 7 all zero", rng.standard_normal((48, 96)), w))
+    rng = fixed_rng("int8_accuracy", "outliers")
+    w = rng.standard_normal((200, 24)) * 0.05
+    w[rng.integers(0, 200, 24), np.arange(24)] = rng.choice([-1.0, 1.0], 24) * 0.25
+    out.append(("16x200 @ 200x24, one large weight per column", rng.standard_normal((16, 200)), w))
+    rng = case_rng("int8_accuracy", "random")
+    k, n = int(rng.integers(32, 300)), int(rng.integers(8, 64))
+    w = rng.standard_normal((k, n)) * np.exp(rng.uniform(-4, 2, n))
+    out.append((f"32x{k} @ {k}x{n}, random column scales", rng.standard_normal((32, k)), w))
+    return [(what, x.astype(np.float32), w.astype(np.float32)) for what, x, w in out]
+
+
+def _rounding(check: str, what: str, w: np.ndarray, q: np.ndarray, s: np.ndarray) -> None:
+    """q must be the int8 level nearest to w / s, within ±127, and every column must use its full range."""
+    r = w.astype(np.float64) / s.astype(np.float64)
+    over = np.abs(r) > 127.5
+    if over.any():
+        i, j = np.argwhere(over)[0]
+        raise CheckFailed(check, f"on [{what}] w[{i}, {j}] / s[{j}] = {r[i, j]:.1f} is beyond ±127: the scale "
+                                 f"of column {j} is too small to represent its largest weight (s[j] = "
+                                 f"max|w[:, j]| / 127 maps it to 127)")
+    if int(q.min()) < -127:
+        raise CheckFailed(check, f"on [{what}] some weights became -128: clip to [-127, 127] (symmetric "
+                                 f"quantisation: the largest |w| maps to 127)")
+    off = np.abs(q - r) > 0.5 + 1e-3
+    if off.any():
+        i, j = np.argwhere(off)[0]
+        if np.array_equal(q[off], np.trunc(r[off])):
+            why = ("truncates toward zero (astype(np.int8) drops the fraction): round to the nearest level "
+                   "first (np.rint)")
+        elif np.array_equal(q[off], np.floor(r[off])):
+            why = "rounds down (floor): round to the nearest level"
+        else:
+            why = "is not the nearest int8 level of w / s"
+        raise CheckFailed(check, f"on [{what}] w[{i}, {j}] / s[{j}] = {r[i, j]:.3f} became {int(q[i, j])}: "
+                                 f"{int(off.sum()):,} of {q.size:,} weights are off by more than half a level. "
+                                 f"Your quantisation {why}")
+    live = np.abs(w).max(axis=0) > 0
+    used = np.abs(q).max(axis=0)
+    short = np.flatnonzero(live & (used < 127))
+    if short.size:
+        j = int(short[0])
+        raise CheckFailed(check, f"on [{what}] column {j}'s largest weight became {int(used[j])}, not 127: it "
+                                 f"uses ±{int(used[j])} of the ±127 levels ({short.size} column(s) like it). "
+                                 f"One scale per column, s[j] = max|w[:, j]| / 127, gives every column its "
+                                 f"full resolution")
+
+
+def _int8_worst(check: str, op_name: str, quantize_per_channel) -> float:
+    """Run the learner's quantisation on every hidden case; the worst column's error."""
+    worst = 0.0
+    for what, x, w in _int8_cases():
+        got = call_learner(check, quantize_per_channel, w.copy(), case={"w": "x".join(map(str, w.shape))})
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise CheckFailed(check, f"quantize_per_channel must return a tuple (q, s), got {type(got).__name__}")
+        q, s = got
+        for label, arr, dtype, shape in (("q", q, np.int8, w.shape), ("s", s, np.float32, (w.shape[1],))):
+            if not isinstance(arr, np.ndarray) or arr.dtype != dtype or arr.shape != shape:
+                got_desc = (f"{arr.dtype.name} {arr.shape}" if isinstance(arr, np.ndarray) else type(arr).__name__)
+                raise CheckFailed(check, f"on [{what}] {label} must be a {np.dtype(dtype).name} array of shape "
+                                         f"{shape} (one scale per column of w), got {got_desc}")
+        bad = ~np.isfinite(s) | (s <= 0)
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            zero = " (that column is all zeros: max|w| / 127 = 0; give it any positive scale)" \
+                if not np.abs(w[:, j]).any() else ""
+            raise CheckFailed(check, f"on [{what}] s[{j}] = {float(s[j])!r}: every scale must be a positive "
+                                     f"number{zero}")
+        _rounding(check, what, w, q, s)
         sx = np.abs(x).max() / 127
         qx = np.clip(np.rint(x / sx), -127, 127).astype(np.int8)
-        qw, sw = call_learner(name, quantize_per_channel, w)
-        qw, sw = np.asarray(qw), np.asarray(sw, dtype=np.float32).reshape(-1)
-        if qw.dtype != np.int8 or qw.shape != w.shape or sw.shape != (n,):
-            raise CheckFailed(name, f"expected an int8 array of shape {w.shape} and {n} scales, got "
-                                    f"{qw.dtype} {qw.shape} and {sw.shape}")
-        out = call("matmul", qx, qw, (sx * sw).astype(np.float32)).out.astype(np.float64)
+        out = call(op_name, qx, q, (sx * s).astype(np.float32)).out.astype(np.float64)
         ref = x.astype(np.float64) @ w
-        err = np.linalg.norm(out - ref, axis=0) / np.maximum(np.linalg.norm(ref, axis=0), 1e-30)
-        worst = int(np.argmax(err))
-        if err[worst] > INT8_BAR:
-            raise CheckFailed(name, f"on a hidden {m}x{k} @ {k}x{n} matmul, output column {worst} has a relative "
-                                    f"error of {err[worst]:.1%} (bar {INT8_BAR:.0%}); its weights span "
-                                    f"±{np.abs(w[:, worst]).max():.3g}. Look at: a scale per column, "
-                                    f"max|w[:, j]| / 127, so that small columns keep their resolution")
-    passed(name, f"3 hidden matmuls: every output column within {INT8_BAR:.0%} of the float result")
+        norm = np.linalg.norm(ref, axis=0)
+        err = np.where(norm > 0, np.linalg.norm(out - ref, axis=0) / np.maximum(norm, 1e-30), 0.0)
+        j = int(np.argmax(err))
+        if err[j] > INT8_BAR:
+            raise CheckFailed(check, f"on [{what}] output column {j} has a relative error of {err[j]:.1%} (bar "
+                                     f"{INT8_BAR:.0%}) although its weights are quantised as asked")
+        worst = max(worst, float(err[j]))
+    return worst
+
+
+def int8_accuracy(quantize_per_channel) -> None:
+    """Lab 07, exercise 5: ``quantize_per_channel(w) -> (q, s)``: q int8 of w's shape, s float32, one per
+    column; q is the nearest level of w / s within ±127, each column's largest weight maps to 127, and the
+    int8 operator's every output column is within 3 % of the float result."""
+    __tracebackhide__ = True
+    name = "int8_accuracy"
+    op = Q.reference("_qmatmul_int8_check")   # the lab's own parts: only the quantisation is the learner's
+    try:
+        worst = _int8_worst(name, op.name, quantize_per_channel)
+    finally:
+        REGISTRY.pop(op.name, None)
+    passed(name, f"3 hidden matmuls: nearest-level rounding, full range per column, worst column "
+                 f"{worst:.2%} from the float result (bar {INT8_BAR:.0%})")

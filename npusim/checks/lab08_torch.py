@@ -1,20 +1,55 @@
-"""Checks of lab 08 (into the framework): backward formulas on the simulator, gradient accumulation over
-micro-batches, and an autograd Function that releases what it saved.
+"""Checks of lab 08 (into the framework), part 1: the backward formulas of a matmul and of a convolution's
+input on the simulator, and gradient accumulation over micro-batches. The learner's own torch.library
+operator and its verification are checked in :mod:`.lab08_custom_op`.
 
 PyTorch is imported inside each check, never at import time: ``npusim.checks`` loads without PyTorch.
 """
 
 from __future__ import annotations
 
-import gc
-import weakref
 from typing import Callable
 
 import numpy as np
 
-from ._core import CheckFailed, call_learner, compare, describe, passed
+from ._core import CheckFailed, call_learner, case_rng, compare, describe, fixed_rng, passed
 
-__all__ = ["matmul_backward", "conv_grad_input", "grad_accumulation", "no_leak"]
+__all__ = ["matmul_backward", "conv_grad_input", "grad_accumulation"]
+
+HINTS = {
+    "matmul-backward": (
+        "A gradient has the shape of what it is the gradient of. dA is m x k and dC is m x n: which product "
+        "of dC with A or B (transposed or not) has that shape? The same for dB.",
+        "dA = dC @ B^T and dB = A^T @ dC, each one call of sim.matmul on numpy arrays (.T transposes); "
+        "return them as a pair.",
+        "return sim.matmul(grad, ___), sim.matmul(___, grad)",
+    ),
+    "conv-grad-input": (
+        "The input gradient is a convolution of the output gradient with the flipped, transposed weights, "
+        "after undoing the stride (zeros between pixels) and the padding. Section 4's picture shows one axis.",
+        "Per axis (height, then width): top = dilation*(k-1) - padding; bottom = top + (H + 2*padding - "
+        "dilation*(k-1) - 1) - (Ho-1)*stride. sim.dilate_pad(grad, stride, [top_h, bottom_h, top_w, "
+        "bottom_w]) inserts the zeros and pads; then sim.conv2d of it with sim.flip_weights(w), stride 1, "
+        "padding 0 and the forward's dilation.",
+        "pads = []\n"
+        "for size, out, k, s, p, d in zip(input_hw, grad.shape[2:], w.shape[2:], stride, padding, dilation):\n"
+        "    top = ___\n"
+        "    pads += [top, top + (size + 2 * p - d * (k - 1) - 1) - ___]\n"
+        "g = sim.dilate_pad(grad, stride, pads)\n"
+        "return sim.conv2d(g, sim.flip_weights(w), stride=1, padding=0, dilation=___)",
+    ),
+    "grad-accumulation": (
+        "Gradients add up in .grad until something clears them. One optimiser step must see the full batch's "
+        "mean gradient, built from micro-batches that each run forward and backward on their own.",
+        "Clear .grad once, before the loop. For each pair (xb, yb) of x.tensor_split(micro_batches) and "
+        "y.tensor_split(micro_batches): the micro-batch's mean loss times its share of the batch, "
+        "len(xb) / len(x), then backward at once. One optimizer.step() after the loop.",
+        "optimizer.zero_grad()\n"
+        "for xb, yb in zip(x.tensor_split(micro_batches), y.tensor_split(micro_batches)):\n"
+        "    loss = F.cross_entropy(model(xb), yb) * ___\n"
+        "    loss.___()\n"
+        "optimizer.___()",
+    ),
+}
 
 
 def _torch(name: str):
@@ -34,10 +69,38 @@ def _tolerance(dtype, k: int) -> tuple[float, float]:
 
 
 # --- exercise 1: matmul backward ---------------------------------------------------------------------
-_MATMUL_CASES = [  # (m, k, n, dtype)
+_MATMUL_FIXED = [  # (m, k, n, dtype): one element, a square case (a missing transpose keeps the shapes), long K
     (1, 1, 1, np.float32), (5, 7, 3, np.float32), (16, 32, 8, np.float16), (33, 17, 20, np.float16),
-    (2, 40, 64, np.float32), (24, 3, 1, np.float16),
+    (8, 8, 8, np.float32), (2, 40, 64, np.float32), (24, 3, 1, np.float16),
 ]
+
+
+def _matmul_cases() -> list[tuple]:
+    rng = case_rng("matmul_backward", "random")
+    return list(_MATMUL_FIXED) + [(*(int(v) for v in rng.integers(1, 48, 3)), (np.float32, np.float16)[i % 2])
+                                  for i in range(2)]
+
+
+def _matmul_causes(got: np.ndarray, a, b, g, label: str):
+    """Which wrong formula ``got`` equals, if any (same shapes: a square case)."""
+    alternatives = {"grad_a": [("A^T @ dC", lambda: a.T @ g, "that is dB: the two gradients are swapped"),
+                               ("dC @ B", lambda: g @ b, "B is not transposed: dA = dC @ B^T"),
+                               ("B^T @ dC", lambda: b.T @ g, "the operands are swapped: dA = dC @ B^T")],
+                    "grad_b": [("dC @ B^T", lambda: g @ b.T, "that is dA: the two gradients are swapped"),
+                               ("A @ dC", lambda: a @ g, "A is not transposed: dB = A^T @ dC"),
+                               ("dC^T @ A", lambda: (g.T @ a), "that is dB^T: dB = A^T @ dC")]}[label]
+
+    def causes(mm) -> str:
+        for text, f, why in alternatives:
+            try:
+                alt = f()
+            except ValueError:
+                continue
+            if alt.shape == got.shape and np.allclose(got, alt, rtol=1e-2, atol=1e-2 * np.abs(alt).max()):
+                return f"Your {label} equals {text}: {why}."
+        return "Look at dA = dC @ B^T (m x n times n x k) and dB = A^T @ dC (k x m times m x n)."
+
+    return causes
 
 
 def matmul_backward(fn: Callable) -> None:
@@ -47,8 +110,9 @@ def matmul_backward(fn: Callable) -> None:
     name = "matmul_backward"
     _torch(name)
     from ..torch import kernels as sim
-    for i, (m, k, n, dt) in enumerate(_MATMUL_CASES):
-        rng = np.random.default_rng(80 + i)
+    cases = _matmul_cases()
+    for i, (m, k, n, dt) in enumerate(cases):
+        rng = fixed_rng(name, i) if i < len(_MATMUL_FIXED) else case_rng(name, i)
         a, b, g = (rng.standard_normal(s).astype(dt) for s in ((m, k), (k, n), (m, n)))
         case = {"a": f"{m}x{k}", "b": f"{k}x{n}", "dtype": np.dtype(dt).name}
         with sim.record() as rec:
@@ -64,20 +128,52 @@ def matmul_backward(fn: Callable) -> None:
                                         f"operand is transposed: dA = dC @ B^T, dB = A^T @ dC")
             rtol, atol = _tolerance(dt, kk)
             compare(name, got, want, {**case, "output": label}, rtol=rtol, atol=atol,
-                    look_at="dA = dC @ B^T (m x n times n x k) and dB = A^T @ dC (k x m times m x n)")
+                    causes=_matmul_causes(got.astype(np.float64), a64, b64, g64, label))
         if rec.calls < 2:
             raise CheckFailed(name, f"on [{describe(case)}] the simulator ran {rec.calls} operator call(s); both "
                                     f"products must run on it: use sim.matmul(x, y), not numpy's @")
-    passed(name, f"{len(_MATMUL_CASES)} hidden shapes (1x1x1 to 33x17x20), fp32 and fp16, on the simulator")
+    passed(name, f"{len(cases)} hidden shapes (1x1x1 to 33x17x20, one square), fp32 and fp16, on the simulator")
 
 
 # --- exercise 2: conv grad_input ---------------------------------------------------------------------
-_CONV_CASES = [  # (n, cin, cout, h, w, k, stride, padding, dilation, dtype)
+_CONV_FIXED = [  # (n, cin, cout, h, w, k, stride, padding, dilation, dtype)
     (1, 1, 1, 3, 3, 1, 1, 0, 1, np.float32), (2, 3, 4, 7, 6, 3, 2, 1, 1, np.float32),
     (1, 2, 3, 8, 8, 3, 1, 2, 1, np.float16), (1, 2, 2, 9, 7, 3, 2, 0, 2, np.float32),
     (2, 4, 3, 6, 5, 2, 2, 1, 1, np.float16), (1, 2, 3, 5, 5, 1, 1, 1, 1, np.float32),
     (1, 3, 2, 8, 9, 3, 3, 1, 1, np.float32),
 ]
+
+
+def _conv_cases() -> list[tuple]:
+    rng = case_rng("conv_grad_input", "random")
+    out = list(_CONV_FIXED)
+    while len(out) < len(_CONV_FIXED) + 2:
+        k, s, p, d = (int(v) for v in (rng.integers(1, 4), rng.integers(1, 4), rng.integers(0, 3), rng.integers(1, 3)))
+        h, w = (int(v) for v in rng.integers(d * (k - 1) + 1, 12, 2))
+        if (h + 2 * p - d * (k - 1) - 1) >= 0 and (w + 2 * p - d * (k - 1) - 1) >= 0:
+            out.append((int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(1, 5)), h, w, k, s, p,
+                        d, (np.float32, np.float16)[len(out) % 2]))
+    return out
+
+
+def _conv_shape_cause(got_hw, hw, out_hw, k: int, s: int, p: int, d: int) -> str:
+    """Which known mistake gives a result of spatial size ``got_hw`` (both axes agreeing), or the formula."""
+    def size(n_in, n_out, zeros=True, extra=True, dil=d):
+        top = d * (k - 1) - p
+        bottom = top + ((n_in + 2 * p - d * (k - 1) - 1) - (n_out - 1) * s if extra else 0)
+        spread = (n_out - 1) * (s if zeros else 1) + 1
+        return spread + top + bottom - dil * (k - 1)
+
+    for why, kw in (("no zeros sit between the grad's pixels: with stride s, insert s - 1 of them (sim.dilate_pad's "
+                     "stride)", {"zeros": False}),
+                    ("the bottom and right padding lack the input rows the forward's last window never reached",
+                     {"extra": False}),
+                    ("the convolution runs without the forward's dilation", {"dil": 1})):
+        alt = tuple(size(n, o, **kw) for n, o in zip(hw, out_hw))
+        if alt != tuple(hw) and alt == tuple(got_hw):
+            return f"That is the size you get when {why}."
+    return ("Look at the padding: top = dilation*(k-1) - padding, bottom = top + the rows the forward's last "
+            "window never reached (negative means: crop)")
 
 
 def conv_grad_input(fn: Callable) -> None:
@@ -88,8 +184,9 @@ def conv_grad_input(fn: Callable) -> None:
     name = "conv_grad_input"
     torch = _torch(name)
     from ..torch import kernels as sim
-    for i, (n, cin, cout, h, w, k, s, p, d, dt) in enumerate(_CONV_CASES):
-        rng = np.random.default_rng(90 + i)
+    cases = _conv_cases()
+    for i, (n, cin, cout, h, w, k, s, p, d, dt) in enumerate(cases):
+        rng = fixed_rng(name, i) if i < len(_CONV_FIXED) else case_rng(name, i)
         ho, wo = sim.conv_output_hw((h, w), (k, k), s, p, d)
         g = rng.standard_normal((n, cout, ho, wo)).astype(dt)
         wt = rng.standard_normal((cout, cin, k, k)).astype(dt)
@@ -102,21 +199,65 @@ def conv_grad_input(fn: Callable) -> None:
         got = np.asarray(got)
         if got.shape != want.shape:
             raise CheckFailed(name, f"on [{describe(case)}] the result has shape {got.shape}, expected {want.shape}. "
-                                    f"Look at the padding: top = dilation*(k-1) - padding, bottom = top + the rows "
-                                    f"the forward's last window never reached (negative means: crop)")
+                                    + _conv_shape_cause(got.shape[2:], (h, w), (ho, wo), k, s, p, d))
         rtol, atol = _tolerance(dt, cout * k * k)
-        compare(name, got, want, case, rtol=rtol, atol=atol,
-                look_at="the weights: flipped in space (w[:, :, ::-1, ::-1]) and Cin/Cout swapped; the zeros "
-                        "between the grad's pixels (stride - 1 of them); the padding on each side")
+        unflipped = torch.nn.grad.conv2d_input((n, cin, h, w), torch.from_numpy(
+            np.ascontiguousarray(wt[:, :, ::-1, ::-1]).astype(np.float64)), torch.from_numpy(g.astype(np.float64)),
+            s, p, d).numpy()
+        why = ("Your result is that of kernels not rotated by 180 degrees: flip them in space too "
+               "(sim.flip_weights)." if k > 1 and np.allclose(got, unflipped, rtol=rtol, atol=atol) else
+               "Look at the weights: flipped in space (w[:, :, ::-1, ::-1]) and Cin/Cout swapped; the zeros "
+               "between the grad's pixels (stride - 1 of them); the padding on each side.")
+        compare(name, got, want, case, rtol=rtol, atol=atol, causes=why)
         if not any(x.op == "conv2d" for x in rec.launches):
             raise CheckFailed(name, f"on [{describe(case)}] no convolution ran on the simulator: compute the "
                                     f"result with sim.conv2d(...)")
-    passed(name, f"{len(_CONV_CASES)} hidden convolutions (stride up to 3, padding up to 2, dilation 2, "
+    passed(name, f"{len(cases)} hidden convolutions (stride up to 3, padding up to 2, dilation 2, "
                  f"1x1 with padding), fp32 and fp16")
 
 
 # --- exercise 3: gradient accumulation ---------------------------------------------------------------
-_ACC_CASES = [(8, 4, 12, 1), (7, 3, 10, 2)]   # (batch, micro_batches, image size, seed)
+_ACC_CASES = [(8, 4, 12, 1), (7, 3, 10, 2)]   # (batch, micro_batches, image size, seed): one uneven split
+_STALE = 7.0                                   # what .grad holds when the learner's step is called
+
+
+def _grads(torch, model, x, y) -> list:
+    """The mean cross-entropy gradient of ``model`` (PyTorch's own layers) on (x, y), per parameter."""
+    model.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    return [p.grad.detach().clone() for p in model.parameters()]
+
+
+def _accumulation_causes(torch, got: list, seed: int, x, y, micro: int) -> str:
+    """The mistake whose gradient ``got`` equals, computed from the micro-batches' own gradients."""
+    from ..torch.training import tiny_cnn
+    xs, ys = x.tensor_split(micro), y.tensor_split(micro)
+    sizes = [len(xb) for xb in xs]
+    parts = [_grads(torch, tiny_cnn(seed), xb, yb) for xb, yb in zip(xs, ys)]
+    share = [n / len(x) for n in sizes]
+
+    def mix(weights, plus=0.0):
+        return [sum(w * g[j] for w, g in zip(weights, parts)) + plus for j in range(len(parts[0]))]
+
+    candidates = [
+        (mix(share, _STALE), "the step's gradient still contains what .grad held before the call: clear it "
+                             "(optimizer.zero_grad()) once, before the first micro-batch"),
+        (mix([0] * (micro - 1) + [share[-1]]), "only the last micro-batch's gradient is left: .grad is cleared "
+                                               "inside the loop; clear it once, before the loop"),
+        (mix([0] * (micro - 1) + [1]), "only the last micro-batch counts, unweighted: .grad is cleared inside the "
+                                       "loop, and the losses need their share of the batch as weight"),
+        (mix([1] * micro), f"the gradient is the sum of the {micro} micro-batches' mean gradients, {micro}x too "
+                           f"large: weight each micro-batch's loss by its share of the batch, len(xb) / len(x)"),
+    ]
+    if len(set(sizes)) > 1:
+        candidates.append((mix([1 / micro] * micro), f"every micro-batch weighs 1/{micro}, but the {len(x)} images "
+                                                     f"split into micro-batches of {sizes}: weight each loss by "
+                                                     f"len(xb) / len(x)"))
+    for want, why in candidates:
+        err = max(float((g - w).abs().max() / w.abs().max().clamp_min(1e-12)) for g, w in zip(got, want))
+        if err < 1e-3:
+            return why
+    return "the gradient matches none of the usual mistakes: compare your loop with the full-batch mean loss"
 
 
 def grad_accumulation(fn: Callable) -> None:
@@ -129,15 +270,13 @@ def grad_accumulation(fn: Callable) -> None:
     torch = _torch(name)
     from ..torch import SavedTensorMeter, swap_modules
     from ..torch.training import shapes_dataset, tiny_cnn
-    F = torch.nn.functional
     for batch, micro, size, seed in _ACC_CASES:
         case = {"batch": batch, "micro_batches": micro, "images": f"{size}x{size}"}
         x, y = shapes_dataset(batch, size=size, seed=seed)
-        ref = tiny_cnn(seed)
-        model = swap_modules(ref)
+        model = swap_modules(tiny_cnn(seed))
         before = [p.detach().clone() for p in model.parameters()]
         for p in model.parameters():
-            p.grad = torch.full_like(p, 7.0)            # stale gradients from an earlier step
+            p.grad = torch.full_like(p, _STALE)              # stale gradients from an earlier step
         opt = torch.optim.SGD(model.parameters(), lr=1.0)   # new = old - grad: the step shows the gradient
         steps = []
         real_step = opt.step
@@ -145,29 +284,16 @@ def grad_accumulation(fn: Callable) -> None:
         meter = SavedTensorMeter(model)
         with meter:
             call_learner(name, fn, model, opt, x, y, micro, case=case)
-        # the full-batch gradient, with PyTorch's own layers
-        F.cross_entropy(ref(x), y).backward()
         if len(steps) != 1:
             raise CheckFailed(name, f"on [{describe(case)}] optimizer.step() ran {len(steps)} times; accumulate "
                                     f"the micro-batches' gradients and step once")
         got = [(b - p.detach()) for b, p in zip(before, model.parameters())]
-        want = [p.grad for p in ref.parameters()]
-        ratio = float(sum((g * w).sum() for g, w in zip(got, want)) / sum((w * w).sum() for w in want))
+        want = _grads(torch, tiny_cnn(seed), x, y)
         err = max(float((g - w).abs().max() / w.abs().max().clamp_min(1e-12)) for g, w in zip(got, want))
         if err > 1e-3:
-            stale = max(float((g - w - 7.0).abs().max() / w.abs().max().clamp_min(1e-12)) for g, w in zip(got, want))
-            if stale < 1e-3:
-                hint = "call optimizer.zero_grad() before the first micro-batch (stale gradients were in .grad)"
-            elif abs(ratio - micro) < 0.05 * micro:
-                hint = (f"the gradient is {micro}x too large: each micro-batch's loss must be weighted by its share "
-                        f"of the batch (the full-batch loss is a mean over all {batch} images)")
-            elif 0.05 < ratio < 1 / micro + 0.1:
-                hint = "only one micro-batch seems to count: zero_grad only once, before the loop"
-            else:
-                hint = (f"weight each micro-batch's loss by its share of the batch, len(xb) / len(x): with {batch} "
-                        f"images in {micro} micro-batches they are not all the same size")
-            raise CheckFailed(name, f"on [{describe(case)}] the step's gradient differs from the full batch's by "
-                                    f"{err:.1%} (max relative); expected the full-batch mean gradient. Look at: {hint}")
+            raise CheckFailed(name, f"on [{describe(case)}] the step's gradient differs from the full batch's mean "
+                                    f"gradient by {err:.1%} (max relative): "
+                                    + _accumulation_causes(torch, got, seed, x, y, micro))
         full = SavedTensorMeter(model)
         with full:
             out = model(x)
@@ -180,77 +306,3 @@ def grad_accumulation(fn: Callable) -> None:
                                     f"forward (one loss.backward() per micro-batch), so only one is held at a time")
     passed(name, f"{len(_ACC_CASES)} hidden batches (one split unevenly): full-batch gradient, one step, "
                  f"memory held for backward about one micro-batch's")
-
-
-# --- exercise 4: an autograd Function that does not leak --------------------------------------------
-def no_leak(fn_cls) -> None:
-    """Lab 08, exercise 4: ``fn_cls.apply(a, b)`` (a torch.autograd.Function) returns ``a @ b`` in fp32,
-    computed in fp16 on the simulator, with a backward on the simulator; the tensors it saves must be
-    released by the backward (no tensor kept as a ctx attribute), and gradients accumulate over two uses."""
-    __tracebackhide__ = True
-    name = "no_leak"
-    torch = _torch(name)
-    from ..torch import kernels as sim
-    gen = torch.Generator().manual_seed(8)
-    a = torch.randn(6, 5, generator=gen, requires_grad=True)
-    b1 = torch.randn(5, 4, generator=gen, requires_grad=True)
-    b2 = torch.randn(5, 4, generator=gen, requires_grad=True)
-    g1, g2 = torch.randn(6, 4, generator=gen), torch.randn(6, 4, generator=gen)
-    keep = {id(t) for t in (a, b1, b2)}
-    refs: list[tuple[weakref.ref, tuple]] = []
-    saved_inputs: list[str] = []
-
-    def pack(t):
-        if id(t) in keep:
-            saved_inputs.append(str(tuple(t.shape)))
-        else:
-            refs.append((weakref.ref(t), tuple(t.shape)))
-        return t
-
-    case = {"a": "6x5", "b": "5x4", "uses": 2}
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        c1 = call_learner(name, fn_cls.apply, a, b1, case=case, what="your forward")
-        c2 = call_learner(name, fn_cls.apply, a, b2, case=case, what="your forward")
-    for c, b in ((c1, b1), (c2, b2)):
-        if not isinstance(c, torch.Tensor) or tuple(c.shape) != (6, 4):
-            raise CheckFailed(name, f"forward must return a (6, 4) tensor, got "
-                                    f"{getattr(c, 'shape', type(c).__name__)}")
-        if c.dtype != torch.float32 or c.grad_fn is None:
-            raise CheckFailed(name, f"forward must return an fp32 tensor that autograd tracks (got {c.dtype}, "
-                                    f"grad_fn={c.grad_fn}): return a torch tensor from forward")
-        want = a.detach().half().double() @ b.detach().half().double()
-        compare(name, c.detach().numpy(), want.numpy(), case, rtol=4e-3, atol=4e-3 * 5 ** 0.5,
-                look_at="forward: c = a @ b with a and b cast to fp16 (sim.matmul on the fp16 arrays)")
-    gc.collect()
-    gc.disable()
-    try:
-        with sim.record() as rec:
-            call_learner(name, lambda: ((c1 * g1).sum() + (c2 * g2).sum()).backward(), case=case, what="your backward")
-        stored = sorted({k for c in (c1, c2) for k, v in vars(c.grad_fn).items() if isinstance(v, torch.Tensor)})
-        alive = [shape for r, shape in refs if r() is not None]
-    finally:
-        gc.enable()
-    if stored:
-        raise CheckFailed(name, f"tensors are stored as ctx attributes ({', '.join('ctx.' + s for s in stored)}): "
-                                f"autograd cannot free them after backward, they live as long as the graph (and "
-                                f"an output stored on its own ctx is a reference cycle). Use "
-                                f"ctx.save_for_backward(...) and ctx.saved_tensors")
-    if alive:
-        raise CheckFailed(name, f"after backward, {len(alive)} tensor(s) saved for it are still alive "
-                                f"(shapes {alive}): something outside autograd keeps them (a global, a list, a "
-                                f"closure?). Save them with ctx.save_for_backward only")
-    if rec.calls < 2:
-        raise CheckFailed(name, f"the backward ran {rec.calls} simulated operator call(s); compute both gradients "
-                                f"with the simulator (your matmul_backward from exercise 1)")
-    ga = (g1.double() @ b1.detach().half().double().T + g2.double() @ b2.detach().half().double().T)
-    for label, got, want, kk in (("a.grad (two uses, accumulated)", a.grad, ga, 8),
-                                 ("b1.grad", b1.grad, a.detach().half().double().T @ g1.double(), 6)):
-        if got is None:
-            raise CheckFailed(name, f"{label} is None: backward must return one gradient per input of forward")
-        if got.dtype != torch.float32:
-            raise CheckFailed(name, f"{label} is {got.dtype}; return gradients in the inputs' dtype (fp32)")
-        compare(name, got.numpy(), want.numpy(), {**case, "gradient": label}, rtol=4e-3, atol=4e-3 * kk ** 0.5,
-                look_at="backward: the grad arrives in fp32, cast it to fp16 for the simulator; return "
-                        "(grad_a, grad_b) cast back to fp32")
-    passed(name, f"fp16 matmul on the simulator, gradients right and accumulated over two uses, "
-                 f"{len(refs)} saved tensor(s) released by backward, none kept on ctx")

@@ -23,7 +23,8 @@ from .api import ConvResult, conv2d, run_direct, run_img2col, run_layout, run_re
 from .common import Epilogue
 from .fusion import FusionComparison, compare_fusion
 from .geometry import ConvGeometry
-from .tiling import VARIANTS, ConvTiling, choose_tiling
+from .choose import choose_tiling
+from .tiling import VARIANTS, ConvTiling
 from .transform import to_nc1hwc0, to_nchw
 
 __all__ = ["conv2d", "run_direct", "run_reuse", "run_layout", "run_img2col", "ConvResult", "ConvGeometry",

@@ -38,7 +38,8 @@ from .img2col import conv2d_img2col
 from .layout import conv2d_layout
 from .reuse import conv2d_reuse
 from .staging import workspace_shape
-from .tiling import VARIANTS, ConvTiling, choose_tiling, needs_staging
+from .choose import choose_tiling
+from .tiling import VARIANTS, ConvTiling, needs_staging
 from .transform import to_nc1hwc0, to_nchw
 
 
@@ -142,9 +143,10 @@ def _prepare(variant: str, x, w, bias, stride, padding, dilation, out_dtype, til
     cfg = ns.get_config(config)
     x = np.asarray(x)
     w = np.asarray(w)
+    if w.dtype != x.dtype:   # torch refuses mixed dtypes too; a silent cast would hide a mistake
+        raise ns.DtypeError(f"conv2d: the input is {x.dtype} but the weight is {w.dtype}: both must have the "
+                            f"same dtype", hint=f"cast one of them, e.g. w.astype(np.{x.dtype})")
     g = ConvGeometry.of(x.shape, w.shape, stride, padding, dilation, x.dtype, out_dtype, dequant=dequant)
-    if g.dtype == "int8" and w.dtype != np.int8:
-        raise ns.DtypeError(f"conv2d: int8 inputs need int8 weights, not {w.dtype}")
     if tiling is None:
         t = choose_tiling(g, cfg, variant, epilogue)
     else:
@@ -180,7 +182,7 @@ def _nchw_variant(kernel, variant, x, w, bias, stride, padding, dilation, out_dt
     ws = np.empty(workspace_shape(g, block_dim), dtype=x.dtype)
     y = np.empty((g.n, g.cout, g.ho, g.wo), dtype=dtype_of(g.out_dtype))
     res = ns.launch(kernel, block_dim, x, ws, wz, _rowwise_const(g, b), y, g, t, b is not None, config=cfg,
-                    sanitize=sanitize)
+                    sanitize=sanitize, algorithmic_macs=g.macs)
     if needs_staging(g):
         work.append(f"a GM workspace of {ws.nbytes:,} B for the padded rows (allocated, not filled: the "
                     f"kernel writes it)")
@@ -209,7 +211,7 @@ def run_layout(x, w, bias=None, stride=1, padding=0, dilation=1, *, out_dtype=No
     x5p, tprof = to_nc1hwc0(x, (g.ph, g.pw), config=cfg, block_dim=block_dim, sanitize=sanitize)
     y = np.empty((g.n, g.cout, g.ho, g.wo), dtype=dtype_of(g.out_dtype))
     res = ns.launch(conv2d_layout, block_dim, x5p, wz, _rowwise_const(g, b), y, g, t, b is not None, config=cfg,
-                    sanitize=sanitize)
+                    sanitize=sanitize, algorithmic_macs=g.macs)
     return _launch_result("layout", res["y"], res.profile, t, g, {"nchw_to_nc1hwc0": tprof}, work)
 
 
@@ -241,7 +243,7 @@ def run_img2col(x, w, bias=None, stride=1, padding=0, dilation=1, *, out_dtype=N
         work.append(f"dequantisation scale{'s' if kind == 'channel' else ''}: {kind}, fp32"
                     + (f", padded to {scale.size} channels" if kind == "channel" else ""))
     res = ns.launch(conv2d_img2col, block_dim, x5, wz, const, y, g, t, b is not None, epilogue or None, scale,
-                    drain, config=cfg, sanitize=sanitize)
+                    drain, config=cfg, sanitize=sanitize, algorithmic_macs=g.macs)
     y = res["y"]
     separate = {}
     if relu and not fuse:   # the separate pair: y goes to GM, and a vector kernel reads it back and writes it

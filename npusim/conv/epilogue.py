@@ -100,7 +100,9 @@ def chain(profiles: Sequence[ns.Profile], name: str | None = None) -> ns.Profile
         cube_dtype=next((p.cube_dtype for p in profs if p.cube_dtype), None),
         vector_ops=sum(p.vector_ops for p in profs), vector_ideal_cycles=sum(p.vector_ideal_cycles for p in profs),
         block_records=records, block_occupancy=occupancy, reserved_bytes=reserved,
-        block_reserved_bytes=block_reserved)
+        block_reserved_bytes=block_reserved,
+        **{f: sum(getattr(p, f) for p in profs) for f in ("issued_macs", "algorithmic_macs", "l2_hit_bytes",
+                                                          "l2_miss_bytes", "hbm_read_bytes", "hbm_write_bytes")})
 
 
 __all__ = ["dequant_scales", "relu_tile", "run_relu", "chain"]

@@ -40,7 +40,7 @@ from .api import ConvResult, run_img2col
 from .common import Epilogue
 from .epilogue import chain, dequant_scales, relu_tile, run_relu  # noqa: F401  (re-exported: lab 06, tests)
 from .geometry import ConvGeometry
-from .tiling import choose_tiling
+from .choose import choose_tiling
 
 
 def relu_commutes_with_rounding(dtype=np.float16, sample: int = 1 << 22, seed: int = 0) -> int:

@@ -95,5 +95,6 @@ def mmad(dst, a, b, params: MmadParams | None = None, *, m: int | None = None, n
     core.issue(M, costs.cube_cycles(cfg, m, n, k, ind), op, 0, site)
     macs = m * n * k
     core.cube_macs += macs
+    core.issued_macs += m1 * n1 * k1 * 16 * 16 * k0
     core.cube_ideal_cycles += macs / cfg.cube_macs_per_cycle[ind]
     core.cube_peak_dtype = core.cube_peak_dtype or ind

@@ -113,15 +113,16 @@ def _move(core, dst, src, nblk, blen, src_pitch, dst_pitch, route, op, site) -> 
     core.add_bytes(path, total)
 
 
-def _route_cost(core, path, src, dst, nblk, blen, src_pitch, dst_pitch, total) -> float:
+def _gm_offset(g: GlobalTensor) -> int:
+    return g.offset * g.dtype.itemsize
+
+
+def _route_cost(core, path, src, dst, nblk, blen, src_pitch, dst_pitch, total):
     cfg = core.cfg
-    if nblk == 1 and "GM" in path:  # one burst: costs.gm_dma_cycles for a single (address, length)
-        addr = src.byte_addr() if path[0] == "G" else dst.byte_addr()
-        return cfg.gm_startup_cycles + costs.gm_burst_cycles(cfg, addr, blen, core.gm_rate)
-    if path.startswith("GM"):
-        return costs.gm_dma_cycles_uniform(cfg, src.byte_addr(), nblk, blen, src_pitch, core.gm_rate)
+    if path.startswith("GM"):  # GM DMAs are timed by the launch's L2 and HBM (npusim.memsys)
+        return core.memsys.read(core, src, _gm_offset(src), nblk, blen, src_pitch if nblk > 1 else blen)
     if path.endswith("GM"):
-        return costs.gm_dma_cycles_uniform(cfg, dst.byte_addr(), nblk, blen, dst_pitch, core.gm_rate)
+        return core.memsys.write(core, dst, _gm_offset(dst), nblk, blen, dst_pitch if nblk > 1 else blen)
     if path == "UB->UB":
         return costs.vector_cycles(cfg, total, 1)
     rate = {"L1->UB": cfg.l1_to_ub_bytes_per_cycle, "L0C->UB": cfg.l0c_to_ub_bytes_per_cycle}[path]
@@ -197,7 +198,10 @@ def _fast_copy(core, dst, src, count: int, site) -> bool:
         np.copyto(lv, gv)
     else:
         np.copyto(gv, lv)
-    cost = cfg.gm_startup_cycles + costs.gm_burst_cycles(cfg, g.byte_addr(), nbytes, core.gm_rate)
+    gm = core.memsys
+    off = g.offset * isz
+    cost = gm.read(core, g, off, 1, nbytes, nbytes) if load else \
+        gm.write(core, g, off, 1, nbytes, nbytes)
     core.issue(pipe, cost, "data_copy", nbytes, site)
     core.path_bytes[path] = core.path_bytes.get(path, 0) + nbytes
     return True
@@ -307,8 +311,7 @@ def data_copy_pad(dst, src, params, pad_params: DataCopyPadExtParams | None = No
             d[...] = fill
         d[:, left:left + p.block_len] = _strided(sbuf, sbase, p.block_count, p.block_len,
                                                  gm_pitch).reshape(p.block_count, p.block_len)
-        cost = costs.gm_dma_cycles_uniform(core.cfg, src.byte_addr(), p.block_count, p.block_len, gm_pitch,
-                                           core.gm_rate)
+        cost = core.memsys.read(core, src, _gm_offset(src), p.block_count, p.block_len, gm_pitch)
     else:
         ub_blk = -(-p.block_len // 32) * 32
         ub_pitch, gm_pitch = ub_blk + p.src_stride * 32, p.block_len + p.dst_stride
@@ -325,8 +328,7 @@ def data_copy_pad(dst, src, params, pad_params: DataCopyPadExtParams | None = No
         dbuf, dbase, _ = _raw(dst)
         np.copyto(_strided(dbuf, dbase, p.block_count, p.block_len, gm_pitch),
                   _strided(sbuf, sbase, p.block_count, p.block_len, ub_pitch))
-        cost = costs.gm_dma_cycles_uniform(core.cfg, dst.byte_addr(), p.block_count, p.block_len, gm_pitch,
-                                           core.gm_rate)
+        cost = core.memsys.write(core, dst, _gm_offset(dst), p.block_count, p.block_len, gm_pitch)
     total = p.block_count * p.block_len
     core.issue(pipe, cost, "data_copy_pad", total, site)
     core.add_bytes(path, total)
@@ -397,13 +399,11 @@ def _nd2nz(core, dst, src, p: Nd2NzParams, site) -> None:
     out[:, :, :n, :] = block.reshape(nd, n, d1, c0).transpose(0, 2, 1, 3)
     if n < rows:
         out[:, :, n:, :] = 0
-    cfg = core.cfg
+    off = _gm_offset(src)
     if rows_uniform:
-        cost = costs.gm_dma_cycles_uniform(cfg, src.byte_addr(), nd * n, d * isz, src_d * isz, core.gm_rate)
+        cost = core.memsys.read(core, src, off, nd * n, d * isz, src_d * isz)
     else:
-        cost = cfg.gm_startup_cycles + sum(
-            costs.gm_dma_cycles_uniform(cfg, src.byte_addr(i * src_mat), n, d * isz, src_d * isz, core.gm_rate)
-            - cfg.gm_startup_cycles for i in range(nd))
+        cost = core.memsys.read_runs(core, src, [(off + i * src_mat * isz, n, d * isz, src_d * isz) for i in range(nd)])
     total = nd * n * d * isz
     core.issue(pipe, cost, op, total, site)
     core.add_bytes("GM->L1", total)
@@ -622,7 +622,8 @@ def fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParams) -> None:
     _view(dst.buf.raw, dst.offset * osz, (m, n), (dst_stride * osz, osz), dst.dtype)[...] = out
     l0c_bytes = src_m * n1 * 16 * src.dtype.itemsize
     cfg = core.cfg
-    gm = costs.gm_dma_cycles_uniform(cfg, dst.byte_addr(), m, n * osz, dst_stride * osz, core.gm_rate)
-    cost = max(gm, cfg.gm_startup_cycles + l0c_bytes / cfg.fixpipe_bytes_per_cycle)
+    cost = core.memsys.write(core, dst, _gm_offset(dst), m, n * osz, dst_stride * osz,
+                             floor=cfg.gm_startup_cycles + l0c_bytes / cfg.fixpipe_bytes_per_cycle,
+                             rate=cfg.fixpipe_bytes_per_cycle)
     core.issue(pipe, cost, op + ("+relu" if p.relu else ""), m * n * osz, site)
     core.add_bytes("L0C->GM", m * n * osz)

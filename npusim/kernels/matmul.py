@@ -1,47 +1,35 @@
-"""Tiled matmul on the Cube: C (M x N) = A (M x K) @ B (K x N).
+"""Tiled matmul on the Cube: C (M x N) = A (M x K) @ B (K x N), tiled as Ascend's Matmul does it.
 
 The data path of every Cube kernel on A2:
 
     GM (ND) --MTE2, ND->NZ--> L1 (A1/B1) --MTE1 load_data--> L0A (ZZ) / L0B (ZN) --M mmad--> L0C (NZ)
            --FIX fixpipe, NZ->ND + cast--> GM
 
-Each output tile of ``base_m x base_n`` accumulates ``K / base_k`` partial products in L0C before one
-fixpipe drains it. Blocks take output tiles round-robin. Queues double-buffer every stage.
-On the ``classic`` preset (no Fixpipe) the tile goes L0C -> UB on the vector pipe, is cast there, and
-leaves through MTE3.
+The sizes come from a :class:`~npusim.kernels.matmul_tiling.MatmulTiling` (the host tiling chooses them,
+:func:`~npusim.kernels.matmul_tiling.choose_matmul_tiling`):
+
+- each core takes its regions of C (the ``single_core`` grid, else output tiles round-robin) and walks
+  them a group of ``step_n`` base blocks at a time, each base block accumulating in its own L0C buffer;
+- one GM->L1 copy brings ``step_ka`` (A) or ``step_kb`` (B) K steps; each K step splits them into an
+  L0A tile and ``step_n`` L0B tiles and runs ``step_n`` Mmads, so one A tile feeds several base blocks;
+- with ``depth_a1`` buffers for every A tile of the K loop, A stays in L1 while the core walks along N;
+- with ``stagger_k`` the cores sharing rows of A or columns of B start their K loops at different K;
+- queues double-buffer every stage; the drain of one accumulator overlaps the Mmads of the next.
+
+With the default tiling this is the simple kernel of lab 03: one base block per output tile, one K step
+per copy. On the ``classic`` preset (no Fixpipe) a tile goes L0C -> UB on the vector pipe, is cast there,
+and leaves through MTE3.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
 import npusim as ns
 
+from .matmul_tiling import MatmulTiling, choose_matmul_tiling
 
-@dataclass(frozen=True)
-class MatmulTiling:
-    """Base block sizes (elements) and buffer counts of :func:`matmul`."""
-
-    base_m: int = 64
-    base_n: int = 64
-    base_k: int = 64
-    buffer_num: int = 2
-
-    def check(self, cfg: ns.HardwareConfig, in_dtype, out_dtype) -> None:
-        """Raise a CapacityError if the buffers do not fit L1/L0A/L0B/L0C (before launching)."""
-        isz = np.dtype(in_dtype).itemsize
-        k0 = 32 // isz
-        m16, n16, kk = -(-self.base_m // 16) * 16, -(-self.base_n // 16) * 16, -(-self.base_k // k0) * k0
-        need = {"L1": self.buffer_num * (m16 * kk + kk * n16) * isz, "L0A": self.buffer_num * m16 * kk * isz,
-                "L0B": self.buffer_num * kk * n16 * isz, "L0C": self.buffer_num * m16 * n16 * 4}
-        for mem, b in need.items():
-            if b > cfg.memory_bytes(mem):
-                raise ns.CapacityError(
-                    f"matmul tiling {self.base_m}x{self.base_n}x{self.base_k} with {self.buffer_num} buffers "
-                    f"needs {b} B of {mem}, which has {cfg.memory_bytes(mem)} B",
-                    hint="use smaller base blocks or fewer buffers", memory=mem, requested=b)
+__all__ = ["MatmulTiling", "choose_matmul_tiling", "copy_strips", "matmul", "run_matmul"]
 
 
 @ns.kernel
@@ -72,85 +60,142 @@ def matmul(a, b, c, m: int, n: int, k: int, tiling: MatmulTiling = MatmulTiling(
         raise ns.UsageError(f"'{cfg.name}' has no Fixpipe: relu and deq_scale ride in it on the way out of L0C")
     bm16, bn16 = -(-t.base_m // 16) * 16, -(-t.base_n // 16) * 16
     bkk = -(-t.base_k // k0) * k0
-    n1_total = -(-n // 16)  # fractal columns of a packed b
+    ka_span, kb_span = t.step_ka * t.base_k, t.step_kb * t.base_k   # K covered by one A / B copy to L1
+    ka_cols = -(-min(ka_span, k) // k0) * k0
+    kb_rows = -(-min(kb_span, k) // (16 if not b_packed else k0)) * (16 if not b_packed else k0)
+    gw16 = -(-(t.step_n * t.base_n) // 16) * 16
+    resident = t.a_resident(k)
     pipe = ns.TPipe()
     q_a1, q_b1 = ns.TQue(ns.TPosition.A1), ns.TQue(ns.TPosition.B1)
     q_a2, q_b2 = ns.TQue(ns.TPosition.A2), ns.TQue(ns.TPosition.B2)
     q_co1 = ns.TQue(ns.TPosition.CO1)
-    pipe.init_buffer(q_a1, t.buffer_num, bm16 * bkk * dt.itemsize)
-    pipe.init_buffer(q_b1, t.buffer_num, bkk * bn16 * dt.itemsize)
+    pipe.init_buffer(q_a1, t.a1, bm16 * ka_cols * dt.itemsize)
+    pipe.init_buffer(q_b1, t.b1, kb_rows * gw16 * dt.itemsize)
     pipe.init_buffer(q_a2, t.buffer_num, bm16 * bkk * dt.itemsize)
-    pipe.init_buffer(q_b2, t.buffer_num, bkk * bn16 * dt.itemsize)
-    pipe.init_buffer(q_co1, t.buffer_num, bm16 * bn16 * acc.itemsize)
-    if via_ub:  # classic: L0C -> UB (V) -> cast (V) -> GM (MTE3)
-        q_ub = ns.TQue(ns.TPosition.VECIN)
-        q_out = ns.TQue(ns.TPosition.VECOUT)
-        pipe.init_buffer(q_ub, 1, bm16 * bn16 * acc.itemsize)
-        pipe.init_buffer(q_out, 1, bm16 * bn16 * c.dtype.itemsize)
-    if deq_scale is not None:
-        scale_buf = ns.TBuf(ns.TPosition.A1)  # read by Fixpipe: no queue pairs MTE2 with FIX, so flags do it
-        pipe.init_buffer(scale_buf, bn16 * 4)
-    first = True
+    pipe.init_buffer(q_b2, t.buffer_num * t.step_n, bkk * bn16 * dt.itemsize)
+    pipe.init_buffer(q_co1, t.l0c, bm16 * bn16 * acc.itemsize)
+    drain = _Drain(pipe, cfg, c, n, bm16, bn16, acc, deq_scale, relu)
+    n1_total = -(-n // 16)  # fractal columns of a packed b
 
-    tiles_m, tiles_n = -(-m // t.base_m), -(-n // t.base_n)
-    for tile in range(ns.get_block_idx(), tiles_m * tiles_n, ns.get_block_num()):
-        i0, j0 = (tile // tiles_n) * t.base_m, (tile % tiles_n) * t.base_n
-        tm, tn = min(t.base_m, m - i0), min(t.base_n, n - j0)
-        m1, n1 = -(-tm // 16), -(-tn // 16)
-        c_l0 = q_co1.alloc_tensor(acc)
-        for kk in range(0, k, t.base_k):
+    def load_a(i0, tm, kk):
+        """CopyIn of A: ``tm`` rows x one copy's K from column ``kk``, as 16-row NZ strips (L0A's order)."""
+        a_l1 = q_a1.alloc_tensor(dt)
+        copy_strips(a_l1, a[i0 * k + kk:], tm, min(ka_span, k - kk), k)
+        q_a1.enque(a_l1)
+        return q_a1.deque()
+
+    def load_b(kk, j0, gw):
+        """CopyIn of B: one copy's K rows from ``kk`` x the group's ``gw`` columns from ``j0``, as k-row
+        strips of fractals (L0B's order); a packed B is already in that order."""
+        b_l1 = q_b1.alloc_tensor(dt)
+        tk = min(kb_span, k - kk)
+        if b_packed:
+            k1, g1 = -(-tk // k0), -(-gw // 16)
+            ns.data_copy(b_l1, b[((kk // k0) * n1_total + j0 // 16) * 16 * k0:], ns.DataCopyParams(
+                block_count=k1, block_len=g1 * 16, src_stride=(n1_total - g1) * 16))
+        else:
+            copy_strips(b_l1, b[kk * n + j0:], tk, gw, n)
+        q_b1.enque(b_l1)
+        return q_b1.deque()
+
+    panel: list = []   # the A tiles of one row of C, kept in L1 when they all fit (depth_a1)
+    panel_row = None
+    for i0, tm, j0, widths, place in my_groups(t, m, n):
+        m1 = -(-tm // 16)
+        if resident and panel_row != i0:
+            for a_l1 in panel:
+                q_a1.free_tensor(a_l1)
+            panel, panel_row = [load_a(i0, tm, kk) for kk in range(0, k, ka_span)], i0
+        gw = sum(widths)
+        g1 = -(-gw // 16)
+        accs = [q_co1.alloc_tensor(acc) for _ in widths]
+        order = t.k_order(k, place)
+        for kk in order:
             tk = min(t.base_k, k - kk)
             k1 = -(-tk // k0)
-            # CopyIn: GM -> L1 on MTE2. A becomes 16-row NZ strips (converted on the way), which puts its
-            # fractals in L0A's ZZ order; an ND B becomes strips along K the same way, a packed B is
-            # already ZN: k1 rows of n1 fractals, each row contiguous in GM.
-            a_l1 = q_a1.alloc_tensor(dt)
-            copy_strips(a_l1, a[i0 * k + kk:], tm, tk, k)
-            q_a1.enque(a_l1)
-            b_l1 = q_b1.alloc_tensor(dt)
-            if b_packed:
-                ns.data_copy(b_l1, b[((kk // k0) * n1_total + j0 // 16) * 16 * k0:], ns.DataCopyParams(
-                    block_count=k1, block_len=n1 * 16, src_stride=(n1_total - n1) * 16))
-            else:
-                copy_strips(b_l1, b[kk * n + j0:], tk, tn, n)
-            q_b1.enque(b_l1)
-            # Split: L1 -> L0A / L0B on MTE1, whole fractals in one instruction each (an ND B's fractals
-            # are transposed into ZN on the way)
-            a_l1, b_l1 = q_a1.deque(), q_b1.deque()
+            if kk % ka_span == 0:
+                a_l1 = panel[kk // ka_span] if resident else load_a(i0, tm, kk)
+            if kk % kb_span == 0:
+                b_l1 = load_b(kk, j0, gw)
+            # Split: L1 -> L0A / L0B on MTE1 (an ND B's fractals are transposed into ZN on the way)
             a_l0 = q_a2.alloc_tensor(dt)
-            ns.load_data(a_l0, a_l1, ns.LoadData2DParams(repeat_times=m1 * k1))
+            split(a_l0, a_l1, m1, k1, (kk % ka_span) // k0, -(-min(ka_span, k - kk + kk % ka_span) // k0))
             q_a2.enque(a_l0)
-            b_l0 = q_b2.alloc_tensor(dt)
-            ns.load_data(b_l0, b_l1, ns.LoadData2DParams(repeat_times=k1 * n1, if_transpose=not b_packed))
-            q_b2.enque(b_l0)
-            q_a1.free_tensor(a_l1)
-            q_b1.free_tensor(b_l1)
-            # Compute: accumulate in L0C (M)
-            a_l0, b_l0 = q_a2.deque(), q_b2.deque()
-            ns.mmad(c_l0, a_l0, b_l0, ns.MmadParams(tm, tn, tk, cmatrix_init_val=(kk == 0)))
+            b_l0s, col = [], 0
+            for tn in widths:
+                n1 = -(-tn // 16)
+                b_l0 = q_b2.alloc_tensor(dt)
+                split(b_l0, b_l1, k1, n1, ((kk % kb_span) // k0) * g1 + col, g1, transpose=not b_packed)
+                q_b2.enque(b_l0)
+                b_l0s.append(b_l0)
+                col += n1
+            last_a, last_b = kk + t.base_k >= min(kk - kk % ka_span + ka_span, k), \
+                kk + t.base_k >= min(kk - kk % kb_span + kb_span, k)
+            if last_a and not resident:
+                q_a1.free_tensor(a_l1)
+            if last_b:
+                q_b1.free_tensor(b_l1)
+            # Compute: accumulate in L0C (M), one Mmad per base block of the group
+            a_l0 = q_a2.deque()
+            for acc_t, tn in zip(accs, widths):
+                b_l0 = q_b2.deque()
+                ns.mmad(acc_t, a_l0, b_l0, ns.MmadParams(tm, tn, tk, cmatrix_init_val=(kk == order[0])))
+                q_b2.free_tensor(b_l0)
             q_a2.free_tensor(a_l0)
-            q_b2.free_tensor(b_l0)
-        scale = None
-        if deq_scale is not None:
-            scale = scale_buf.get(ns.float32)
-            if not first:
-                ns.wait_flag(ns.HardEvent.FIX_MTE2, 0)  # the previous Fixpipe has read the old scales
-            ns.data_copy(scale, deq_scale[j0:], n1 * 16)
-            ns.set_flag(ns.HardEvent.MTE2_FIX, 0)       # the new scales are in L1...
-            ns.wait_flag(ns.HardEvent.MTE2_FIX, 0)      # ...before Fixpipe reads them
-        q_co1.enque(c_l0)
-        # CopyOut: L0C -> GM
-        c_l0 = q_co1.deque()
-        if via_ub:
-            _drain_via_ub(c_l0, c, q_ub, q_out, i0, j0, tm, tn, n, m1, n1)
-        else:
-            ns.fixpipe(c[i0 * n + j0:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=n, relu=relu, deq_scale=scale))
-        if deq_scale is not None:
-            ns.set_flag(ns.HardEvent.FIX_MTE2, 0)
-        first = False
-        q_co1.free_tensor(c_l0)
-    if deq_scale is not None and not first:
-        ns.wait_flag(ns.HardEvent.FIX_MTE2, 0)
+        # CopyOut: L0C -> GM, base block by base block
+        col = j0
+        for acc_t, tn in zip(accs, widths):
+            q_co1.enque(acc_t)
+            drain(q_co1, i0, col, tm, tn)
+            col += tn
+    for a_l1 in panel:
+        q_a1.free_tensor(a_l1)
+    drain.finish()
+
+
+def my_groups(t: MatmulTiling, m: int, n: int):
+    """This block's output tile groups, ``(row, rows, col, [columns of each base block], place)``: its
+    regions of the single_core grid (every ``block_num``-th one), walked row by row, ``step_n`` base blocks
+    at a time; ``place`` (grid row + column) staggers the K loop (``stagger_k``)."""
+    out = []
+    for r, (ri, rm, rj, rn, place) in enumerate(t.regions(m, n)):
+        if r % ns.get_block_num() != ns.get_block_idx():
+            continue
+        for i0 in range(ri, ri + rm, t.base_m):
+            for j0 in range(rj, rj + rn, t.base_n * t.step_n):
+                widths = [min(t.base_n, rj + rn - j) for j in range(j0, min(j0 + t.base_n * t.step_n, rj + rn),
+                                                                     t.base_n)]
+                out.append((i0, min(t.base_m, ri + rm - i0), j0, widths, place))
+    return out
+
+
+def split(dst, src, rows: int, cols: int, first: int, src_cols: int, *, transpose: bool = False) -> None:
+    """LoadData 2D of a ``rows x cols`` block of fractals out of ``src`` (fractals row by row,
+    ``src_cols`` per row, the block starting at fractal ``first``) into ``dst``, row by row.
+
+    One instruction when the block is whole rows of ``src``; else one per row of the block, or one per
+    column (strided, with ``dst_gap`` laying the rows out), whichever needs fewer."""
+    frac = 512 // src.dtype.itemsize
+    if cols == src_cols and first % src_cols == 0:
+        _load(dst, src, first, rows * cols, 1, 0, transpose)
+    elif rows <= cols:   # each row of the block is a run of ``cols`` fractals
+        for r in range(rows):
+            _load(dst[r * cols * frac:], src, first + r * src_cols, cols, 1, 0, transpose)
+    else:                # each column is ``rows`` fractals, ``src_cols`` apart
+        for j in range(cols):
+            _load(dst[j * frac:], src, first + j, rows, src_cols, cols - 1, transpose)
+
+
+def _load(dst, src, start: int, repeat: int, src_stride: int, dst_gap: int, transpose: bool) -> None:
+    """load_data in pieces of at most 255 repeats."""
+    frac = 512 // src.dtype.itemsize
+    done = 0
+    while done < repeat:
+        r = min(255, repeat - done)
+        ns.load_data(dst[done * (1 + dst_gap) * frac:], src, ns.LoadData2DParams(
+            start_index=start + done * src_stride, repeat_times=r, src_stride=src_stride, dst_gap=dst_gap,
+            if_transpose=transpose))
+        done += r
 
 
 def copy_strips(dst, src, rows: int, cols: int, row_stride: int) -> None:
@@ -172,28 +217,70 @@ def copy_strips(dst, src, rows: int, cols: int, row_stride: int) -> None:
                      ns.Nd2NzParams(n_value=tail, d_value=cols, src_d_value=row_stride))
 
 
-def _drain_via_ub(c_l0, c, q_ub, q_out, i0, j0, tm, tn, n, m1, n1) -> None:
-    """Coupled cores without Fixpipe: L0C -> UB (V), cast in UB (V), then NZ rows -> GM rows (MTE3)."""
-    count = m1 * n1 * 256
-    ub = q_ub.alloc_tensor(c_l0.dtype)
-    ns.data_copy(ub, c_l0, count)
-    q_ub.enque(ub)
-    ub = q_ub.deque()
-    out = q_out.alloc_tensor(c.dtype)
-    if c.dtype != ub.dtype:
-        ns.cast(out, ub, ns.RoundMode.CAST_RINT, count)
-    else:
-        ns.data_copy(out, ub, count)
-    q_ub.free_tensor(ub)
-    q_out.enque(out)
-    out = q_out.deque()
-    esz = c.dtype.itemsize
-    for j in range(n1):  # each NZ column block holds 16 columns of every row: one 16-wide piece per row
-        w = min(16, tn - j * 16)
-        ub_gap = (16 * esz - -(-w * esz // 32) * 32) // 32  # UB rows are 16 elements apart
-        ns.data_copy_pad(c[i0 * n + j0 + j * 16:], out[j * m1 * 256:], ns.DataCopyExtParams(
-            block_count=tm, block_len=w * esz, src_stride=ub_gap, dst_stride=(n - w) * esz))
-    q_out.free_tensor(out)
+class _Drain:
+    """CopyOut of an accumulator: Fixpipe L0C -> GM (NZ -> ND, cast, optional ReLU and per-column dequant
+    scales), or on cores without Fixpipe L0C -> UB (V), a cast in UB (V) and NZ rows -> GM rows (MTE3)."""
+
+    def __init__(self, pipe, cfg, c, n: int, bm16: int, bn16: int, acc, deq_scale, relu: bool):
+        self.c, self.n, self.deq_scale, self.relu = c, n, deq_scale, relu
+        self.via_ub = not cfg.has_fixpipe
+        self.first = True
+        if self.via_ub:
+            self.q_ub, self.q_out = ns.TQue(ns.TPosition.VECIN), ns.TQue(ns.TPosition.VECOUT)
+            pipe.init_buffer(self.q_ub, 1, bm16 * bn16 * acc.itemsize)
+            pipe.init_buffer(self.q_out, 1, bm16 * bn16 * c.dtype.itemsize)
+        if deq_scale is not None:
+            self.scale_buf = ns.TBuf(ns.TPosition.A1)  # read by Fixpipe: no queue pairs MTE2 with FIX
+            pipe.init_buffer(self.scale_buf, bn16 * 4)
+
+    def __call__(self, q_co1, i0: int, j0: int, tm: int, tn: int) -> None:
+        c, n = self.c, self.n
+        c_l0 = q_co1.deque()
+        m1, n1 = -(-tm // 16), -(-tn // 16)
+        if self.via_ub:
+            self._via_ub(c_l0, i0, j0, tm, tn, m1, n1)
+        else:
+            scale = None
+            if self.deq_scale is not None:
+                scale = self.scale_buf.get(ns.float32)
+                if not self.first:
+                    ns.wait_flag(ns.HardEvent.FIX_MTE2, 0)  # the previous Fixpipe has read the old scales
+                ns.data_copy(scale, self.deq_scale[j0:], n1 * 16)
+                ns.set_flag(ns.HardEvent.MTE2_FIX, 0)       # the new scales are in L1...
+                ns.wait_flag(ns.HardEvent.MTE2_FIX, 0)      # ...before Fixpipe reads them
+            ns.fixpipe(c[i0 * n + j0:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=n, relu=self.relu,
+                                                               deq_scale=scale))
+            if self.deq_scale is not None:
+                ns.set_flag(ns.HardEvent.FIX_MTE2, 0)
+        self.first = False
+        q_co1.free_tensor(c_l0)
+
+    def finish(self) -> None:
+        if self.deq_scale is not None and not self.first:
+            ns.wait_flag(ns.HardEvent.FIX_MTE2, 0)
+
+    def _via_ub(self, c_l0, i0, j0, tm, tn, m1, n1) -> None:
+        c, n = self.c, self.n
+        count = m1 * n1 * 256
+        ub = self.q_ub.alloc_tensor(c_l0.dtype)
+        ns.data_copy(ub, c_l0, count)
+        self.q_ub.enque(ub)
+        ub = self.q_ub.deque()
+        out = self.q_out.alloc_tensor(c.dtype)
+        if c.dtype != ub.dtype:
+            ns.cast(out, ub, ns.RoundMode.CAST_RINT, count)
+        else:
+            ns.data_copy(out, ub, count)
+        self.q_ub.free_tensor(ub)
+        self.q_out.enque(out)
+        out = self.q_out.deque()
+        esz = c.dtype.itemsize
+        for j in range(n1):  # each NZ column block holds 16 columns of every row: one 16-wide piece per row
+            w = min(16, tn - j * 16)
+            ub_gap = (16 * esz - -(-w * esz // 32) * 32) // 32  # UB rows are 16 elements apart
+            ns.data_copy_pad(c[i0 * n + j0 + j * 16:], out[j * m1 * 256:], ns.DataCopyExtParams(
+                block_count=tm, block_len=w * esz, src_stride=ub_gap, dst_stride=(n - w) * esz))
+        self.q_out.free_tensor(out)
 
 
 def run_matmul(a: np.ndarray, b: np.ndarray, *, out_dtype=np.float32, tiling: MatmulTiling = MatmulTiling(),
@@ -207,7 +294,11 @@ def run_matmul(a: np.ndarray, b: np.ndarray, *, out_dtype=np.float32, tiling: Ma
     if a.dtype.itemsize != 2:
         raise ns.UsageError(f"run_matmul takes fp16 or bf16 inputs, not {a.dtype}: the kernel transposes B "
                             f"per 16x16 fractal in load_data, which needs a 16-bit type")
-    tiling.check(cfg, a.dtype, out_dtype)
+    if min(m, n, k) == 0:
+        raise ns.UsageError(f"run_matmul of a {a.shape} by a {b.shape} matrix has nothing to launch (an empty "
+                            f"{'sum: the product is zeros' if k == 0 else 'result'}); ops.call('matmul', a, b) "
+                            f"returns it without a launch")
+    tiling.check(cfg, a.dtype, out_dtype, k)
     c = np.zeros((m, n), dtype=out_dtype)
     return ns.launch(matmul, block_dim, np.ascontiguousarray(a), np.ascontiguousarray(b), c, m, n, k, tiling,
                      config=cfg, sanitize=sanitize)

@@ -10,6 +10,7 @@ torch                                                  op           kept
 ``nn.BatchNorm2d`` (eval: running statistics)          batchnorm    running_mean/var, weight, bias, eps
 ``nn.ReLU``, ``F.relu``, ``torch.relu``, ``.relu()``   relu
 ``nn.MaxPool2d``, ``F.max_pool2d``                     maxpool      kernel, stride, padding (no dilation/ceil)
+``nn.AdaptiveAvgPool2d``, ``F.adaptive_avg_pool2d``   avgpool      output size 1 (global average) only
 ``nn.Flatten``, ``torch.flatten``, ``.flatten()``      flatten      from dim 1 to the end only
 ``nn.Linear``                                          linear       weight, bias
 ``+``, ``torch.add``                                   add          two tensors of one shape
@@ -47,6 +48,11 @@ def _one(v) -> Any:
 def _flatten_ok(start: int, end: int, where: str) -> None:
     if start != 1 or end != -1:
         raise UsageError(f"{where}: only flatten(start_dim=1, end_dim=-1) is supported, got ({start}, {end})")
+
+
+def _global_pool_ok(size, where: str) -> None:
+    if size not in (1, (1, 1), [1, 1]):
+        raise UsageError(f"{where}: only adaptive average pooling to 1 x 1 (global) is supported, got {size!r}")
 
 
 def capture(module, example_input, name: str | None = None) -> Graph:
@@ -111,6 +117,9 @@ def capture(module, example_input, name: str | None = None) -> Graph:
                 nodes.append(Node(n.name, "maxpool", [x], {"kernel": _one(m.kernel_size),
                                                             "stride": _one(m.stride or m.kernel_size),
                                                             "padding": _one(m.padding)}))
+            elif isinstance(m, nn.AdaptiveAvgPool2d):
+                _global_pool_ok(m.output_size, n.target)
+                nodes.append(Node(n.name, "avgpool", [x]))
             elif isinstance(m, nn.Flatten):
                 _flatten_ok(m.start_dim, m.end_dim, n.target)
                 nodes.append(Node(n.name, "flatten", [x]))
@@ -131,6 +140,9 @@ def capture(module, example_input, name: str | None = None) -> Graph:
                 nodes.append(Node(n.name, "add", [src(n.args[0]), src(n.args[1])]))
             elif f in (F.relu, torch.relu):
                 nodes.append(Node(n.name, "relu", [src(n.args[0])]))
+            elif f is F.adaptive_avg_pool2d:
+                _global_pool_ok(arg(n, 1, "output_size", None), where)
+                nodes.append(Node(n.name, "avgpool", [src(n.args[0])]))
             elif f is torch.flatten:
                 _flatten_ok(arg(n, 1, "start_dim", 0), arg(n, 2, "end_dim", -1), where)
                 nodes.append(Node(n.name, "flatten", [src(n.args[0])]))

@@ -17,6 +17,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from ..errors import UsageError
 from ..views import charts as _views_charts  # noqa: F401  (installs the inline display of bare Figures)
 from .metrics import CATEGORIES, LABELS, ModelProfile, category
+from .placement import placement, short_name  # noqa: F401  (the placement chart: its own module)
 from .schedule import LANES
 
 DPI = _views_charts.DPI
@@ -144,8 +145,10 @@ def op_utilization(profile: ModelProfile) -> Figure:
     Log scale: the values differ by orders of magnitude."""
     (prof,) = _profiles(profile)
     rows = [r for r in prof.op_rows() if r["kernel_util"] is not None]
-    fig = _figure(10.0, 3.6)
-    ax = fig.add_axes((0.08, 0.18, 0.56, 0.66))
+    many = len(rows) > 8  # a whole network: narrower labels, rotated, on a wider figure
+    width = max(10.0, 4.4 + 0.36 * len(rows))
+    fig = _figure(width, 4.4 if many else 3.6)
+    ax = fig.add_axes((0.8 / width, 0.3 if many else 0.18, 1 - 4.4 / width, 0.58 if many else 0.66))
     xs = range(len(rows))
     w = 0.38
     k = [r["kernel_util"] for r in rows]
@@ -154,71 +157,24 @@ def op_utilization(profile: ModelProfile) -> Figure:
                 gid="kernel_util")
     b2 = ax.bar([x + w / 2 for x in xs], o, w, color="#aec7e8", label="op: kernel + layout transforms",
                 gid="op_util")
-    ax.bar_label(b1, labels=[f"{v:.1%}" for v in k], fontsize="x-small")
-    ax.bar_label(b2, labels=[f"{v:.1%}" for v in o], fontsize="x-small")
+    turn = 90 if many else 0
+    ax.bar_label(b1, labels=[f"{v:.1%}" for v in k], fontsize="x-small", rotation=turn, padding=2)
+    ax.bar_label(b2, labels=[f"{v:.1%}" for v in o], fontsize="x-small", rotation=turn, padding=2)
     ax.axhline(prof.mac_utilization, color="#d62728", ls="--", gid="model_util",
                label=f"whole model: {prof.mac_utilization:.3%}")
     ax.axhline(prof.device_mac_utilization, color="#555555", ls=":", gid="device_util",
                label=f"device while busy: {prof.device_mac_utilization:.1%}")
     ax.set_yscale("log")
     lo = min([prof.mac_utilization, *[v for v in k + o if v > 0]] or [1e-4])
-    ax.set_ylim(lo / 3, 1.5)
+    ax.set_ylim(lo / 3, 4.0 if many else 1.5)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v * 100:g}%"))
     ax.set_xticks(list(xs))
-    ax.set_xticklabels([r["node"] + (f"\n+{'+'.join(r['fused'])}" if r["fused"] else "") for r in rows],
-                       fontsize="small")
+    ax.set_xticklabels([short_name(r["node"]) + (f"\n+{'+'.join(r['fused'])}" if r["fused"] and not many else "")
+                        for r in rows], fontsize="small", rotation=turn)
     ax.set_xlim(-0.6, max(len(rows), 1) - 0.4)
     ax.set_ylabel("Cube MAC utilisation (log)")
     ax.set_title(f"{prof.label}: kernels vs the whole model (batch {prof.batch})", loc="left", fontsize="medium")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
-    return fig
-
-
-# --- placement ---------------------------------------------------------------------------------------
-
-def placement(graph, title: str | None = None) -> Figure:
-    """Where each op runs: the graph's nodes left to right in execution order, in a host row or a device
-    row (``node.placement``); an edge whose ends are in different rows needs a PCIe copy (red), the
-    batch's upload and the result's download included (a tensor read twice on the other side is copied
-    once)."""
-    from .graph import DEVICE
-
-    nodes = [n for n in graph.nodes if n.op not in ("input", "output")]
-    x_of = {n.name: i + 1 for i, n in enumerate(nodes)}
-    row = {n.name: 1.0 if n.placement == DEVICE else 0.0 for n in nodes}
-    for n in graph.nodes:
-        if n.op == "input":
-            x_of[n.name], row[n.name] = 0, 0.0
-        elif n.op == "output":
-            x_of[n.name], row[n.name] = len(nodes) + 1, 0.0
-    fig = _figure(max(6.0, 0.62 * (len(nodes) + 2)), 2.5)
-    ax = fig.add_axes((0.08, 0.12, 0.9, 0.68))
-    copies: set[tuple[str, float]] = set()  # a tensor is copied at most once each way
-    for n in graph.nodes:
-        for src in n.inputs:
-            x0, y0, x1, y1 = x_of[src], row[src], x_of[n.name], row[n.name]
-            cross = y0 != y1
-            if cross:
-                copies.add((src, y1))
-            rad = 0.0 if x1 - x0 <= 1 or cross else -0.35
-            ax.annotate("", (x1, y1), (x0, y0), arrowprops={
-                "arrowstyle": "-|>", "color": "#d62728" if cross else "#888888", "lw": 1.6 if cross else 0.9,
-                "shrinkA": 11, "shrinkB": 11, "connectionstyle": f"arc3,rad={rad}"}, gid="copy" if cross else "edge")
-    for n in graph.nodes:
-        kind = "device" if row[n.name] else ("host" if n.op not in ("input", "output") else "idle")
-        label = n.name if n.op not in ("input", "output") else ("batch" if n.op == "input" else "result")
-        ax.text(x_of[n.name], row[n.name], label, ha="center", va="center", fontsize=7, rotation=35,
-                bbox={"boxstyle": "round,pad=0.3", "fc": COLOURS[kind] if kind != "idle" else "white",
-                      "ec": "#555555", "alpha": 0.9}, color="white" if kind in ("device", "host") else "black")
-    ax.set_yticks([0, 1])
-    ax.set_yticklabels(["host", "device"])
-    ax.set_ylim(-0.5, 1.5)
-    ax.set_xlim(-0.7, len(nodes) + 1.7)
-    ax.set_xticks([])
-    for s in ("top", "right", "bottom"):
-        ax.spines[s].set_visible(False)
-    ax.set_title(title or f"{graph.name}: where each op runs | {len(copies)} PCIe copies (red arrows)", loc="left",
-                 fontsize="medium")
     return fig
 
 

@@ -11,6 +11,7 @@ its message) and caches the redraws of settings seen before.
 
 from __future__ import annotations
 
+import html
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -96,3 +97,8 @@ class ModelExplorer(BaseExplorer):
         table = html_table(metrics_rows(prof, self.baseline), ("metric", "current", "baseline"))
         return Redraw(prof, prof, figs, outputs, table,
                       {"run": t1 - t0, "charts": t2 - t1, "render": t3 - t2, "table": time.perf_counter() - t3})
+
+    def _done_note(self, params: dict[str, Any], timing: dict, cached: bool) -> str:
+        # a whole model takes seconds: say how long this one took
+        shown = html.escape(", ".join(f"{k}={v!r}" for k, v in params.items()))
+        return f"<small>{shown}: {'from the cache' if cached else f'{sum(timing.values()):.1f} s'}</small>"

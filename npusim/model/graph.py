@@ -134,6 +134,29 @@ class Graph:
         """The whole graph by value: two graphs with equal signatures are the same model."""
         return tuple(n.signature() for n in self.nodes)
 
+    def side(self, name: str) -> str:
+        """Where tensor ``name`` is produced: its node's placement; the graph's inputs start on the host."""
+        node = self.node(name)
+        return HOST if node.op == "input" else node.placement
+
+    def crossings(self) -> list[tuple[str, str, str]]:
+        """The PCIe copies the placement implies, in execution order: ``(tensor, "h2d" or "d2h", node)`` for
+        each tensor read on the other side than where it was produced, once per direction (``node`` is its
+        first reader there); the result is read on the host (the output node)."""
+        where: dict[str, set[str]] = {}
+        out = []
+        for n in self.nodes:
+            if n.op == "input":
+                where[n.name] = {HOST}
+                continue
+            side = HOST if n.op == "output" else n.placement
+            for t in dict.fromkeys(n.inputs):
+                if side not in where[t]:
+                    where[t].add(side)
+                    out.append((t, "h2d" if side == DEVICE else "d2h", n.name))
+            where[n.name] = {side}
+        return out
+
     # --- display ---------------------------------------------------------------------------------
     def rows(self) -> list[tuple[str, str, str, str]]:
         """(name, op and attributes, inputs, placement) per node."""
@@ -142,6 +165,17 @@ class Graph:
             what = n.describe() + (f"  [fused: {', '.join(n.fused)}]" if n.fused else "")
             out.append((n.name, what, ", ".join(n.inputs), n.placement if n.op not in ("input", "output") else ""))
         return out
+
+    def census(self) -> str:
+        """How many nodes of each op the graph has, and where they run (a whole network at a glance)."""
+        from ..tables import text_table
+
+        counts: dict[tuple[str, str], int] = {}
+        for n in self.nodes:
+            if n.op not in ("input", "output"):
+                counts[(n.op, n.placement)] = counts.get((n.op, n.placement), 0) + 1
+        rows = [(op, str(k), where) for (op, where), k in counts.items()]
+        return f"{self.name}: {sum(counts.values())} ops\n" + text_table(rows, ("op", "nodes", "runs on"))
 
     def summary(self) -> str:
         from ..tables import text_table

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
+from ..errors import UsageError
 from .graph import Graph
 from .schedule import Event
 from .system import SystemConfig
@@ -57,6 +59,15 @@ class ModelProfile:
     shapes: dict[str, tuple] = field(default_factory=dict, repr=False)
     dtypes: dict[str, np.dtype] = field(default_factory=dict, repr=False)
     label: str = "model"
+    execution: Any = field(default=None, repr=False, compare=False)
+    """The :class:`~npusim.model.runner.Execution` this was scheduled from (None for a hand-made profile)."""
+
+    def with_system(self, system: SystemConfig, label: str | None = None) -> "ModelProfile":
+        """The same inference timed for another host, PCIe link or launch overhead (``system``; the NPU
+        itself unchanged): its kernels are not simulated again, only placed on a new timeline."""
+        if self.execution is None:
+            raise UsageError("this profile was not made by run_model: it has no kernels to re-time")
+        return self.execution.schedule(system, label=self.label if label is None else label)
 
     # --- time --------------------------------------------------------------------------------------
     @property
@@ -156,10 +167,20 @@ class ModelProfile:
         """Kernel events (of one node, or all), in order."""
         return [e for e in self.events if e.kind == "kernel" and (node is None or e.node == node)]
 
+    def macs(self, node: str) -> int:
+        """Multiply-accumulates of a conv2d or linear node at this batch (its output elements times its
+        weights' fan-in; 0 for other ops): the op's work, whatever kernel computed it."""
+        n = self.graph.node(node)
+        if n.op not in ("conv2d", "linear") or node not in self.shapes:
+            return 0
+        w = n.params["w"]
+        return int(np.prod(self.shapes[node], dtype=np.int64)) * int(np.prod(w.shape[1:], dtype=np.int64))
+
     def op_rows(self) -> list[dict]:
-        """Per node: where it ran, its launches, device / launch / host / copy time, and for Cube ops the
-        main kernel's ``mac_utilization`` (``kernel_util``) and the op's ``cube ideal / its kernels' time``
-        (``op_util``: layout transforms and a separate ReLU count against it)."""
+        """Per node: where it ran, its launches, device / launch / host / copy time, and for Cube ops their
+        MACs (:meth:`macs`), their useful work at peak (``cube_ideal_us``), the main kernel's
+        ``mac_utilization`` (``kernel_util``) and the op's ``cube_ideal_us / its kernels' time`` (``op_util``:
+        layout transforms and a separate ReLU count against it)."""
         rows = []
         for node in self.graph.nodes:
             if node.op in ("input", "output"):
@@ -175,6 +196,8 @@ class ModelProfile:
                 "launch_us": sum(e.dur_us for e in evs if e.kind == "launch"),
                 "host_us": sum(e.dur_us for e in evs if e.kind == "host"),
                 "transfer_us": sum(e.dur_us for e in evs if e.kind in ("h2d", "d2h")),
+                "macs": self.macs(node.name),
+                "cube_ideal_us": ideal,
                 "kernel_util": main.profile.mac_utilization if main is not None else None,
                 "op_util": ideal / dev if main is not None and dev else None,
             })

@@ -1,21 +1,23 @@
 """The ops a model graph may hold: shape and dtype inference, a host (numpy) implementation with its cost,
 and, where the NPU has one, a device implementation that runs on the simulator.
 
-========== ===================================== ============================================ ==========
-op         device implementation (launches)      host implementation (cost model counts)      default
-========== ===================================== ============================================ ==========
-conv2d     ``npusim.ops`` conv2d (+bias, relu)   im2col + matmul (2 x MACs, in + out + w)      device
-batchnorm  none: the NPU op library lacks it     ``(x - mean) / sqrt(var + eps) * gamma + beta``  host
-relu       ``npusim.ops`` relu                   max(x, 0) (1 FLOP, in + out)                  device
-add        ``npusim.ops`` add                    x + y (1 FLOP, 2 in + out)                    device
-maxpool    :mod:`npusim.model.maxpool` (2x2/s2)  window max (k*k FLOP per output, in + out)    host
-flatten    a reshape of the device tensor: free  a view: only the dispatch overhead            host
-linear     ``npusim.ops`` matmul, then add bias  x @ w.T + b (2 x MACs, in + out + w)          device
-softmax    ``npusim.ops`` softmax (last axis)    exp / sum (5 FLOP per element, in + out)      device
-========== ===================================== ============================================ ==========
+=========  =======================================  ==============================================  =======
+op         device implementation (launches)         host implementation (cost model counts)         default
+=========  =======================================  ==============================================  =======
+conv2d     ``npusim.ops`` conv2d (+bias, relu)      im2col + matmul (2 x MACs, in + out + w)        device
+batchnorm  none: the NPU op library lacks it        ``(x - mean) / sqrt(var + eps) * gamma + beta``  host
+relu       ``npusim.ops`` relu                      max(x, 0) (1 FLOP, in + out)                    device
+add        ``npusim.ops`` add                       x + y (1 FLOP, 2 in + out)                      device
+maxpool    :mod:`.pooling` (2x2/s2, 3x3/s2/p1)      window max (k*k FLOP per output, in + out)      host
+avgpool    :mod:`.pooling` (global average)         mean over H, W (1 FLOP per input, in + out)     host
+flatten    a reshape of the device tensor: free     a view: only the dispatch overhead              host
+linear     ``npusim.ops`` matmul, then add bias     x @ w.T + b (2 x MACs, in + out + w)            device
+softmax    ``npusim.ops`` softmax (last axis)       exp / sum (5 FLOP per element, in + out)        device
+=========  =======================================  ==============================================  =======
 
 Defaults mirror a framework whose NPU op library has conv2d, relu, add, matmul and softmax only: the rest
-falls back to the host. :func:`npusim.model.passes.offload` moves maxpool and flatten to the device.
+falls back to the host. :func:`npusim.model.passes.offload` moves maxpool, avgpool and flatten to the
+device.
 Host ops compute in float32 and round their result to the tensor's dtype; weights are constants,
 converted (dtype, layout, broadcast bias) once when the model is loaded, so that work is not timed.
 """
@@ -31,7 +33,7 @@ from .. import ops
 from ..config import HardwareConfig
 from ..errors import UsageError
 from ..profile import Profile
-from . import maxpool as _maxpool
+from . import pooling as _pooling
 from .graph import DEVICE, HOST, Graph, Node
 
 Launches = list[tuple[str, Profile, bool]]
@@ -98,6 +100,11 @@ def maxpool_host(x, kernel, stride, padding=0) -> np.ndarray:
     return out
 
 
+def avgpool_host(x) -> np.ndarray:
+    """Global average pooling (``AdaptiveAvgPool2d(1)``): the mean over H and W, shape (N, C, 1, 1)."""
+    return x.astype(np.float32).mean(axis=(2, 3), keepdims=True)
+
+
 def softmax_host(x) -> np.ndarray:
     x = x.astype(np.float32)
     e = np.exp(x - x.max(axis=-1, keepdims=True))
@@ -113,7 +120,8 @@ class OpSpec:
     shape: Callable[[Node, list[tuple]], tuple]
     host: Callable[[Node, list[np.ndarray]], np.ndarray]
     host_cost: Callable[[Node, list[tuple], tuple, list[int], int], tuple[float, float]]
-    device: Callable[[Node, list[np.ndarray], HardwareConfig], tuple[np.ndarray, Launches]] | None = None
+    device: Callable[[Node, list[np.ndarray], HardwareConfig, str], tuple[np.ndarray, Launches]] | None = None
+    """``device(node, inputs, hardware, sanitize) -> (output, launches)``: the op on the simulated NPU."""
     device_ok: Callable[[Node, list[tuple], list[np.dtype]], bool] = lambda node, shapes, dtypes: True
     default_placement: str = HOST
     float32_out: bool = False
@@ -150,13 +158,13 @@ def _conv_cost(node, shapes, out, isz, osz):
     return 2.0 * macs, _io_bytes(shapes, out, isz, osz) + w.size * isz[0]
 
 
-def _conv_device(node, xs, cfg):
+def _conv_device(node, xs, cfg, sanitize):
     x = xs[0]
     a = node.attrs
     b = node.params.get("b")
     r = ops.call("conv2d", x, node.params["w"].astype(x.dtype), None if b is None else b.astype(x.dtype),
                  stride=a.get("stride", 1), padding=a.get("padding", 0), dilation=a.get("dilation", 1),
-                 relu=bool(a.get("relu", False)), variant=a.get("variant", "img2col"), config=cfg)
+                 relu=bool(a.get("relu", False)), variant=a.get("variant", "img2col"), config=cfg, sanitize=sanitize)
     return r.out, in_order(r.launches, cube=True)
 
 
@@ -184,13 +192,13 @@ def _same(node, shapes):
     return tuple(shapes[0])
 
 
-def _relu_device(node, xs, cfg):
-    r = ops.call("relu", xs[0], config=cfg)
+def _relu_device(node, xs, cfg, sanitize):
+    r = ops.call("relu", xs[0], config=cfg, sanitize=sanitize)
     return r.out, in_order(r.launches, cube=False)
 
 
-def _add_device(node, xs, cfg):
-    r = ops.call("add", xs[0], xs[1].astype(xs[0].dtype), config=cfg)
+def _add_device(node, xs, cfg, sanitize):
+    r = ops.call("add", xs[0], xs[1].astype(xs[0].dtype), config=cfg, sanitize=sanitize)
     return r.out, in_order(r.launches, cube=False)
 
 
@@ -199,8 +207,8 @@ def _softmax_ok(node, shapes, dtypes):
     return dim in (-1, len(shapes[0]) - 1) and _float_act(node, shapes, dtypes)
 
 
-def _softmax_device(node, xs, cfg):
-    r = ops.call("softmax", xs[0], config=cfg)
+def _softmax_device(node, xs, cfg, sanitize):
+    r = ops.call("softmax", xs[0], config=cfg, sanitize=sanitize)
     return r.out, in_order(r.launches, cube=False)
 
 
@@ -222,15 +230,30 @@ def _pool_cost(node, shapes, out, isz, osz):
 
 
 def _pool_ok(node, shapes, dtypes):
-    a = node.attrs
-    k, s, p = pair(a["kernel"]), pair(a["stride"]), pair(a["padding"])
-    return (k == (2, 2) and s == (2, 2) and p == (0, 0) and _maxpool.supports(tuple(shapes[0]), 2, 2)
-            and _float_act(node, shapes, dtypes))
+    k, s, p = (pair(node.attrs[key]) for key in ("kernel", "stride", "padding"))
+    square = k[0] == k[1] and s[0] == s[1] and p[0] == p[1]
+    return (square and _pooling.supports(tuple(shapes[0]), k[0], s[0], p[0]) and _float_act(node, shapes, dtypes))
 
 
-def _pool_device(node, xs, cfg):
-    y, prof = _maxpool.maxpool_device(xs[0], config=cfg)
-    return y, [("maxpool2x2", prof, False)]
+def _pool_device(node, xs, cfg, sanitize):
+    k, s, p = (pair(node.attrs[key])[0] for key in ("kernel", "stride", "padding"))
+    y, prof = _pooling.maxpool_device(xs[0], k, s, p, config=cfg, sanitize=sanitize)
+    return y, [(f"maxpool{k}x{k}", prof, False)]
+
+
+# avgpool (global) -------------------------------------------------------------------------------------
+def _avgpool_shape(node, shapes):
+    n, c, _, _ = shapes[0]
+    return (n, c, 1, 1)
+
+
+def _avgpool_cost(node, shapes, out, isz, osz):
+    return float(_numel(shapes[0])), _io_bytes(shapes, out, isz, osz)
+
+
+def _avgpool_device(node, xs, cfg, sanitize):
+    y, prof = _pooling.avgpool_device(xs[0], config=cfg, sanitize=sanitize)
+    return y, [("avgpool", prof, False)]
 
 
 # flatten ----------------------------------------------------------------------------------------------
@@ -243,7 +266,7 @@ def _flatten_host(node, xs):
     return xs[0].reshape(xs[0].shape[0], -1)
 
 
-def _flatten_device(node, xs, cfg):
+def _flatten_device(node, xs, cfg, sanitize):
     return xs[0].reshape(xs[0].shape[0], -1), []  # a reshape of a contiguous tensor: no kernel, no copy
 
 
@@ -271,15 +294,16 @@ def _linear_ok(node, shapes, dtypes):
     return np.dtype(dtypes[0]).name == "float16"  # the Cube multiplies fp16 (fp32 out); no fp32 matmul op
 
 
-def _linear_device(node, xs, cfg):
+def _linear_device(node, xs, cfg, sanitize):
     x = xs[0]
     w_t = np.ascontiguousarray(node.params["w"].T.astype(np.float16))  # a constant: prepared at load time
-    r = ops.call("matmul", x, w_t, config=cfg)
+    r = ops.call("matmul", x, w_t, config=cfg, sanitize=sanitize)
     launches = in_order(r.launches, cube=True)
     y = r.out
     b = node.params.get("b")
     if b is not None:  # npusim.ops add does not broadcast: the bias row is repeated once, at load time
-        rb = ops.call("add", y, np.ascontiguousarray(np.broadcast_to(b.astype(y.dtype), y.shape)), config=cfg)
+        rb = ops.call("add", y, np.ascontiguousarray(np.broadcast_to(b.astype(y.dtype), y.shape)), config=cfg,
+                      sanitize=sanitize)
         launches += in_order(rb.launches, cube=False)
         y = rb.out
     return y, launches
@@ -299,6 +323,8 @@ OPS: dict[str, OpSpec] = {
     "add": OpSpec("add", _same, lambda n, xs: xs[0].astype(np.float32) + xs[1].astype(np.float32),
                   _elementwise_cost(1), _add_device, _float_act, DEVICE),
     "maxpool": OpSpec("maxpool", _pool_shape, _pool_host, _pool_cost, _pool_device, _pool_ok, HOST),
+    "avgpool": OpSpec("avgpool", _avgpool_shape, lambda n, xs: avgpool_host(xs[0]), _avgpool_cost, _avgpool_device,
+                      _float_act, HOST),
     "flatten": OpSpec("flatten", _flatten_shape, _flatten_host, lambda *a: (0.0, 0.0), _flatten_device,
                       lambda n, s, d: True, HOST),
     "linear": OpSpec("linear", _linear_shape, _linear_host, _linear_cost, _linear_device, _linear_ok, DEVICE,

@@ -13,8 +13,8 @@ before the weights are converted for the device.
 applies it on the way out (on A2, in Fixpipe [S1]) instead of launching a vector kernel that reads the
 whole tensor from GM and writes it back.
 
-**Offload.** Nodes whose op the device can run for their shapes (the 2x2 MaxPool kernel of
-:mod:`npusim.model.maxpool`; flatten, a reshape of a device tensor) are placed on the device, so tensors
+**Offload.** Nodes whose op the device can run for their shapes (the pooling kernels of
+:mod:`npusim.model.pooling`; flatten, a reshape of a device tensor) are placed on the device, so tensors
 stay there between consecutive device ops and copies happen only at the graph's ends.
 """
 
@@ -98,7 +98,11 @@ def fuse_conv_bn_relu(graph: Graph, *, bn: bool = True, relu: bool = True, fold:
     return g
 
 
-def offload(graph: Graph, ops: Iterable[str] = ("maxpool", "flatten"), input_shape: tuple | None = None,
+OFFLOAD_OPS = ("maxpool", "avgpool", "flatten")
+"""Ops :func:`offload` moves to the device by default (every op with a device kernel that starts on the host)."""
+
+
+def offload(graph: Graph, ops: Iterable[str] = OFFLOAD_OPS, input_shape: tuple | None = None,
             activation_dtype: str = "float16") -> Graph:
     """A new graph with the nodes of ``ops`` placed on the device where the device can run them. The
     shape check needs ``input_shape`` (default: the device can run them at any shape it supports, checked
@@ -121,7 +125,7 @@ def offload(graph: Graph, ops: Iterable[str] = ("maxpool", "flatten"), input_sha
 
 
 def optimize(graph: Graph, *, fold_bn: bool = True, fuse_relu: bool = True,
-             offload_ops: Iterable[str] = ("maxpool", "flatten"), input_shape: tuple | None = None) -> Graph:
+             offload_ops: Iterable[str] = OFFLOAD_OPS, input_shape: tuple | None = None) -> Graph:
     """The whole graph pass: :func:`fuse_conv_bn_relu` then :func:`offload`. Idempotent."""
     g = fuse_conv_bn_relu(graph, bn=fold_bn, relu=fuse_relu) if (fold_bn or fuse_relu) else graph.copy()
     return offload(g, offload_ops, input_shape)

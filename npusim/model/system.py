@@ -72,6 +72,10 @@ class SystemConfig:
         """Host time to launch one kernel: ``hardware.launch_overhead_us``."""
         return self.hardware.launch_overhead_us
 
+    def with_launch_overhead(self, us: float) -> "SystemConfig":
+        """A copy whose kernel launches cost ``us`` microseconds each (e.g. 2 for a replayed graph)."""
+        return self.replace(hardware=self.hardware.replace(launch_overhead_us=float(us)))
+
     def transfer_us(self, nbytes: int) -> float:
         """One host<->device copy: ``pcie_latency_us + nbytes / pcie_bytes_per_s``."""
         return self.pcie_latency_us + nbytes / self.pcie_bytes_per_s * 1e6

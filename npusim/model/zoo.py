@@ -11,6 +11,7 @@ Four weight layers (3 conv, 1 linear). The convs have no bias (BatchNorm follows
 Weights are He-normal, BatchNorm statistics random but realistic (mean ~ N(0, 0.2), var in [0.5, 2],
 gamma in [0.5, 1.5], beta ~ N(0, 0.2)), so folding them changes the weights for real. ``SmallCNN(seed=s)``
 holds exactly the parameters of ``small_cnn(seed=s)``: ``capture(SmallCNN(), x)`` gives the same graph.
+The lab's real network, ResNet-18, is in :mod:`npusim.model.resnet`.
 """
 
 from __future__ import annotations
@@ -102,10 +103,20 @@ def SmallCNN(channels: tuple[int, int] = (16, 32), classes: int = 10, image: int
             return torch.softmax(x, dim=-1) if self.use_softmax else x
 
     model = SmallCNN()
-    graph = small_cnn(channels, classes, image, residual, softmax, seed)
+    load_params(model, small_cnn(channels, classes, image, residual, softmax, seed))
+    return model.eval()
+
+
+def load_params(model, graph: Graph) -> None:
+    """Copy a graph's parameters into the torch module it was built for (node name = the module's path with
+    ``_`` for ``.``, as ``torch.fx`` names it): conv and linear weights and biases, BatchNorm statistics."""
+    import torch
+    import torch.nn as nn
+
     with torch.no_grad():
-        for name, m in model.named_modules():
-            if name not in graph:
+        for path, m in model.named_modules():
+            name = path.replace(".", "_")
+            if not path or name not in graph:
                 continue
             p = graph.node(name).params
             if isinstance(m, nn.BatchNorm2d):
@@ -117,4 +128,3 @@ def SmallCNN(channels: tuple[int, int] = (16, 32), classes: int = 10, image: int
                 m.weight.copy_(torch.from_numpy(p["w"]))
                 if m.bias is not None:
                     m.bias.copy_(torch.from_numpy(p["b"]))
-    return model.eval()

@@ -7,15 +7,13 @@ candidate tilings with the cost model, which is why caching them pays off.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from .. import costs, formats
+from .. import formats
 from ..config import HardwareConfig
-from ..errors import CapacityError
 from ..kernels.elementwise import relu as relu_kernel
 from ..kernels.matmul import MatmulTiling, matmul as matmul_kernel
+from ..kernels.matmul_tiling import choose_matmul_tiling, estimate_matmul_cycles  # noqa: F401  (the host tiling)
 from ..kernels.softmax import softmax as softmax_kernel
 from ..kernels.vector_add import vector_add
 from .opdef import InferContext, OpDef, TilingData
@@ -26,7 +24,10 @@ FLOATS = ["float16", "float32"]
 
 def elementwise_tiling(total: int, itemsize: int, queues: int, cfg: HardwareConfig) -> TilingData:
     """Blocks and tile for a streaming element-wise kernel: enough blocks to keep every core busy with at
-    least 8 KB each, and the largest 512 B-multiple tile for which ``queues`` x 2 buffers fit in UB."""
+    least 8 KB each, and the largest 512 B-multiple tile for which ``queues`` x 2 buffers fit in UB (no
+    launch for an empty tensor)."""
+    if total == 0:
+        return TilingData(block_dim=0, fields={"total": 0, "tile": 0, "buffer_num": 2})
     block_dim = max(1, min(cfg.num_cores, total * itemsize // 8192))
     per_block = -(-total // block_dim)
     tile = cfg.ub_bytes // (queues * 2) // 512 * 512 // itemsize
@@ -92,6 +93,8 @@ def _softmax_tiling(ctx: InferContext) -> TilingData:
     shape = ctx.input_shapes[0]
     cols = shape[-1]
     rows = int(np.prod(shape[:-1]))
+    if rows * cols == 0:    # an empty tensor: an empty softmax
+        return TilingData(block_dim=0, fields={"rows": rows, "cols": cols})
     isz = ctx.input_dtypes[0].itemsize
     # UB: 2 x in + 2 x out tiles (input dtype) + one fp32 work tile + small reduction buffers
     per_elem = 4 * isz + 4
@@ -134,60 +137,20 @@ def _matmul_shape(ctx: InferContext):
     return [(a[0], b[1])]
 
 
-def estimate_matmul_cycles(t: MatmulTiling, m: int, n: int, k: int, isz: int, in_dtype: str, cfg: HardwareConfig,
-                           block_dim: int) -> float:
-    """Predicted kernel cycles of a matmul tiling, from the cost model (no simulation): per K step, the
-    slowest of MTE2 (two ND->NZ copies), MTE1 and the Cube with two buffers, their sum with one."""
-    rate = cfg.gm_rate(block_dim)
-    mte2 = (costs.gm_dma_cycles_uniform(cfg, 0, t.base_m, t.base_k * isz, k * isz, rate)
-            + costs.gm_dma_cycles_uniform(cfg, 0, t.base_k, t.base_n * isz, n * isz, rate))
-    frac = t.base_m * t.base_k * isz, t.base_k * t.base_n * isz
-    mte1 = (costs.onchip_cycles(cfg, frac[0], cfg.l1_to_l0a_bytes_per_cycle)
-            + costs.onchip_cycles(cfg, frac[1], cfg.l1_to_l0b_bytes_per_cycle))
-    cube = costs.cube_cycles(cfg, t.base_m, t.base_n, t.base_k, in_dtype)
-    step = max(mte2, mte1, cube) if t.buffer_num == 2 else mte2 + mte1 + cube
-    tiles = -(-m // t.base_m) * -(-n // t.base_n)
-    waves = -(-tiles // block_dim)
-    out = costs.gm_dma_cycles_uniform(cfg, 0, t.base_m, t.base_n * 4, n * 4, rate)
-    return waves * (-(-k // t.base_k) * step + out)
-
-
-def choose_matmul_tiling(m: int, n: int, k: int, in_dtype: str, cfg: HardwareConfig) -> tuple[MatmulTiling, int]:
-    """Search base blocks (16..256) and buffer counts that fit L1/L0A/L0B/L0C for the fastest predicted
-    time; returns the tiling and the block_dim."""
-    isz = np.dtype(in_dtype).itemsize if in_dtype != "bfloat16" else 2
-    k_steps = (32, 64, 128, 256) if in_dtype == "int8" else (16, 32, 64, 128, 256)
-    best, best_t = None, math.inf
-    for bm in (16, 32, 64, 128, 256):
-        for bn in (16, 32, 64, 128, 256):
-            for bk in k_steps:
-                for bufs in (1, 2):
-                    t = MatmulTiling(bm, bn, bk, bufs)
-                    try:
-                        t.check(cfg, in_dtype if in_dtype != "bfloat16" else "float16", "float32")
-                    except CapacityError:
-                        continue
-                    tiles = -(-m // bm) * -(-n // bn)
-                    block_dim = min(cfg.num_cores, tiles)
-                    est = estimate_matmul_cycles(t, m, n, k, isz, in_dtype, cfg, block_dim)
-                    # prefer the smaller tile on a tie: less padding waste at the edges
-                    if est < best_t - 1e-9:
-                        best, best_t = (t, block_dim), est
-    assert best is not None
-    return best
-
-
 @matmul.tiling
 def _matmul_tiling(ctx: InferContext) -> TilingData:
     (m, k), (_, n) = ctx.input_shapes[0], ctx.input_shapes[1]
     dt = ctx.input_dtypes[0].name
+    if min(m, n, k) == 0:   # an empty product (zeros, K = 0) or an empty result: nothing to launch
+        return TilingData(block_dim=0, tiling_key=1 if dt == "int8" else 0, fields={"m": m, "n": n, "k": k})
     forced = ctx.attrs["tiling"]
+    in_dt = dt if dt != "bfloat16" else "float16"
     if forced is None:
-        tiling, block_dim = choose_matmul_tiling(m, n, k, dt, ctx.config)
+        tiling, block_dim = choose_matmul_tiling(m, n, k, in_dt, ctx.config, b_packed=dt == "int8")
     else:
-        forced.check(ctx.config, dt if dt != "bfloat16" else "float16", "float32")
+        forced.check(ctx.config, in_dt, "float32", k)
         tiling = forced
-        block_dim = min(ctx.config.num_cores, -(-m // forced.base_m) * -(-n // forced.base_n))
+        block_dim = min(ctx.config.num_cores, len(forced.regions(m, n)))
     return TilingData(block_dim=block_dim, tiling_key=1 if dt == "int8" else 0,
                       fields={"m": m, "n": n, "k": k, "matmul": tiling})
 

@@ -59,7 +59,8 @@ class AttrDecl:
 @dataclass
 class TilingData:
     """What the host tiling function hands the kernel (TilingData + SetBlockDim + SetTilingKey +
-    the workspace size in Ascend C)."""
+    the workspace size in Ascend C). ``block_dim=0``: there is nothing to compute (an empty output, or
+    an empty sum such as a matmul with K = 0): the outputs keep their zeros and no kernel is launched."""
 
     block_dim: int
     tiling_key: int = 0

@@ -63,12 +63,18 @@ class CacheStats:
 
 
 class TilingCache:
-    """An LRU cache of tilings (``capacity`` entries; 0 disables caching)."""
+    """An LRU cache of tilings (``capacity`` entries; 0 disables caching), keyed by :meth:`key`."""
 
     def __init__(self, capacity: int = 64) -> None:
         self.capacity = capacity
         self.entries: OrderedDict[Hashable, tuple[TilingData, float]] = OrderedDict()
         self.stats = CacheStats()
+
+    def key(self, ctx: InferContext) -> Hashable:
+        """What a call's tiling depends on: by default :func:`cache_key` (op, shapes, dtypes, attributes,
+        hardware). A subclass may key more coarsely, e.g. on shapes rounded up to what the kernel computes
+        anyway, as long as every call with the same key can use the same tiling."""
+        return cache_key(ctx)
 
     def get(self, key: Hashable, compute: Callable[[], TilingData]) -> tuple[TilingData, bool, float]:
         """(tiling, hit, host seconds spent now)."""
@@ -169,7 +175,7 @@ def get_workspace_size(name: str, *inputs: np.ndarray | None, out: list[np.ndarr
         raise OpError(f"{name}: shape inference gave {shapes} for outputs {[d.name for d in op.outputs]}")
     ctx.output_shapes, ctx.output_dtypes = shapes, dtypes
     cache = DEFAULT_CACHE if cache is None else cache
-    tiling, hit, spent = cache.get(cache_key(ctx), lambda: op.tiling_fn(ctx))
+    tiling, hit, spent = cache.get(cache.key(ctx), lambda: op.tiling_fn(ctx))
     if op.run_fn is None and tiling.tiling_key not in op.kernels:
         raise OpError(f"{name}: tiling chose key {tiling.tiling_key}, but kernels exist for {sorted(op.kernels)}")
     if out is None:
@@ -185,6 +191,9 @@ def get_workspace_size(name: str, *inputs: np.ndarray | None, out: list[np.ndarr
 def execute(executor: Executor, workspace: np.ndarray | None = None, *, sanitize: str = "error") -> OpResult:
     """Stage 2 (aclnnXxx): launch the kernel of the executor's tiling key on its block_dim."""
     ex = executor
+    if ex.tiling.block_dim == 0:   # nothing to compute: the outputs were allocated as zeros
+        idle = Profile.idle(ex.op.name, ex.ctx.config)
+        return OpResult(ex.outputs, idle, ex.tiling, ex.cache_hit, ex.tiling_s, [])
     inputs = ex.op.prepare_fn(ex.ctx, ex.tiling, ex.inputs) if ex.op.prepare_fn else ex.inputs
     if ex.op.run_fn is not None:
         launches = ex.op.run_fn(ex.ctx, ex.tiling, inputs, ex.outputs, sanitize)

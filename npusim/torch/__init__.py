@@ -15,6 +15,7 @@ What is here:
 - :class:`NPUConv2d`, :class:`NPULinear`: drop-in ``nn.Module`` replacements, and :func:`swap_modules`,
   which swaps them into an existing model (fusing Conv2d + ReLU pairs);
 - :class:`SavedTensorMeter`: what autograd keeps for backward, layer by layer, and when it is released;
+- :func:`fresh_namespace`: a ``torch.library`` namespace of its own for each registration of a notebook cell;
 - :func:`record`: every simulated launch of a forward/backward, with its device time;
 - :data:`options`: the hardware preset, sanitizer mode and tiling cache the adapter uses;
 - :mod:`.kernels` (the numpy side: every forward and backward formula as calls of ``npusim.ops``),
@@ -40,9 +41,9 @@ except ImportError as _e:  # also the `sys.modules["torch"] = None` case
         "torch==2.13.0). The rest of npusim works without it.") from None
 
 from .kernels import Launch, Recording, options, record  # noqa: E402
-from .custom_ops import conv2d, linear, matmul  # noqa: E402
+from .custom_ops import conv2d, fresh_namespace, linear, matmul  # noqa: E402
 from .memory import SavedTensorMeter  # noqa: E402
 from .modules import NPUConv2d, NPULinear, swap_modules  # noqa: E402
 
-__all__ = ["TorchNotInstalledError", "conv2d", "matmul", "linear", "NPUConv2d", "NPULinear", "swap_modules",
-           "SavedTensorMeter", "record", "Recording", "Launch", "options"]
+__all__ = ["TorchNotInstalledError", "conv2d", "matmul", "linear", "fresh_namespace", "NPUConv2d", "NPULinear",
+           "swap_modules", "SavedTensorMeter", "record", "Recording", "Launch", "options"]

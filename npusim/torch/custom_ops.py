@@ -27,6 +27,7 @@ Dtypes: float16 and float32 compute in their own dtype on the simulator (fp32 ac
 computed in float32 and returned as float64; every input must have the same dtype.
 """
 
+import itertools
 from typing import Optional, Sequence
 
 import numpy as np
@@ -74,6 +75,21 @@ def _in_backward() -> bool:
 
 def _ints(v: Sequence) -> list[int]:
     return [int(i) for i in v]
+
+
+_namespaces = itertools.count(1)
+
+
+def fresh_namespace(prefix: str = "mine") -> str:
+    """A ``torch.library`` namespace that no operator of this process uses yet: ``"mine_1"``, ``"mine_2"``,
+    ... Registering an operator name twice fails, so a notebook cell that registers an operator takes a
+    fresh namespace each time it runs (``@torch.library.custom_op(f"{ns}::matmul16", ...)``)."""
+    if not prefix.isidentifier():
+        raise ValueError(f"a namespace is a Python identifier, got {prefix!r}")
+    while True:
+        ns = f"{prefix}_{next(_namespaces)}"
+        if not list(getattr(torch.ops, ns)):   # no operator registered under it yet
+            return ns
 
 
 # --- conv2d ----------------------------------------------------------------------------------------

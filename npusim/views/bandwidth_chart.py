@@ -31,16 +31,23 @@ SERIES: list[Series] = [
 ]
 
 
+#: Rows of ``Profile.bandwidth`` that are not a data path of the core: the chip's L2 and HBM.
+CHIP_ROWS = {"L2": "L2 hits\n(GM reads)", "HBM": "HBM\n(reads + writes)"}
+
+
 def path_order(paths) -> list[str]:
-    """Known paths in :data:`npusim.profile.PATHS` order, then any others by name."""
+    """Known paths in :data:`npusim.profile.PATHS` order, then the chip's rows (:data:`CHIP_ROWS`), then
+    any others by name."""
     known = [p for p in PATHS if p in paths]
-    return known + sorted(p for p in paths if p not in PATHS)
+    chip = [p for p in CHIP_ROWS if p in paths]
+    return known + chip + sorted(p for p in paths if p not in PATHS and p not in CHIP_ROWS)
 
 
 def bandwidth(profile: Any, baseline: Any = None) -> Figure:
     """Achieved vs peak GB/s per data path (bars are ``profile.bandwidth[path]["achieved_gbps"]`` and
-    ``["peak_gbps"]``), labelled with the efficiency. ``baseline`` (a Profile): its achieved GB/s are drawn
-    as black ticks, and the paths of both are shown."""
+    ``["peak_gbps"]``), labelled with the efficiency; then the chip's L2 (GM reads it served) and HBM
+    (reads and writes of all cores, against the one HBM of the chip). ``baseline`` (a Profile): its
+    achieved GB/s are drawn as black ticks, and the paths of both are shown."""
     prof = as_profile(profile)
     bw = prof.bandwidth
     base_bw = as_profile(baseline).bandwidth if baseline is not None else {}
@@ -63,7 +70,8 @@ def bandwidth(profile: Any, baseline: Any = None) -> Figure:
         tops += vals
         ax.plot(x - 0.4 + w / 2, vals, "_", color=ROLE["baseline"], markersize=18, markeredgewidth=2,
                 label="baseline achieved", gid="baseline")
-    category_labels(ax, "x", x, [f"{p}\n({PATHS[p].name})" if p in PATHS else p for p in paths], fontsize="small")
+    category_labels(ax, "x", x, [f"{p}\n({PATHS[p].name})" if p in PATHS else CHIP_ROWS.get(p, p) for p in paths],
+                    fontsize="small")
     ax.set_xlim(-0.6, max(len(paths), 1) - 0.4)
     ax.set_ylim(0, max(tops) * 1.15)
     ax.yaxis.set_major_locator(MaxNLocator(5))

@@ -21,7 +21,7 @@ def _size(n: int) -> str:
 
 
 def core_diagram(config: HardwareConfig | str | None = None) -> Figure:
-    """The memory hierarchy and data paths of one AI core (and its share of GM)."""
+    """The memory hierarchy and data paths of one AI core, with the L2 and HBM the chip's cores share."""
     cfg = get_config(config)
     fig = Figure(figsize=(10, 5.6))
     ax = fig.add_axes((0, 0, 1, 0.92))
@@ -56,8 +56,11 @@ def core_diagram(config: HardwareConfig | str | None = None) -> Figure:
         ax.text((x0 + x1) / 2, (y0 + y1) / 2 + 1.0, label, ha="center", fontsize=7.5, color="#223")
 
     gm_rate = cfg.gm_rate(1)
-    box("GM", 1, 20, 12, 20, "GM (HBM)", f"{cfg.chip_gm_bytes_per_cycle * ghz:.0f} GB/s\nshared by\n"
-        f"{cfg.num_cores} cores", _GM)
+    l2_rate = cfg.l2_bytes_per_cycle
+    box("GM", 1, 20, 12, 20, "L2 (GM)", f"{_size(cfg.l2_bytes)}\nshared by\n{cfg.num_cores} cores\nMTE2: hit / miss", _GM)
+    box("HBM", 1, 1, 12, 11, "HBM", f"{cfg.hbm_gb_per_s:.0f} GB/s\nfor the chip", _GM)
+    arrow("HBM", "GM", "", side_a="top", side_b="bottom")
+    ax.text(7.6, 15.6, "misses,\nwrite-backs", ha="left", fontsize=7, color="#223")
     box("L1", 26, 40, 14, 10, "L1", _size(cfg.l1_bytes), _MEM)
     box("UB", 26, 6, 14, 10, "Unified Buffer", _size(cfg.ub_bytes), _MEM)
     box("L0A", 50, 48, 12, 8, "L0A", _size(cfg.l0a_bytes), _MEM)
@@ -70,8 +73,9 @@ def core_diagram(config: HardwareConfig | str | None = None) -> Figure:
     box("Vector", 54, 6, 14, 10, "Vector", f"{cfg.vector_bytes_per_cycle} B/cycle\n{vec_tf:.2f} TFLOPS fp16", _UNIT)
     box("Scalar", 76, 8, 16, 8, "Scalar", "issues every instruction", _UNIT)
 
-    arrow("GM", "L1", f"MTE2  {gm_rate * ghz:.0f} GB/s", dy=4)
-    route([(13.6, 26), (20, 26), (20, 13), (25.4, 13)], f"MTE2  {gm_rate * ghz:.0f} GB/s", label_at=0)
+    mte2 = f"MTE2  {l2_rate * ghz:.0f} / {gm_rate * ghz:.0f} GB/s"
+    arrow("GM", "L1", mte2, dy=4)
+    route([(13.6, 26), (21, 26), (21, 13), (25.4, 13)], mte2, label_at=1)
     route([(25.4, 9), (17, 9), (17, 22), (13.6, 22)], f"MTE3  {gm_rate * ghz:.0f} GB/s", label_at=0)
     arrow("L1", "L0A", f"MTE1 {cfg.l1_to_l0a_bytes_per_cycle * ghz:.0f} GB/s")
     arrow("L1", "L0B", f"MTE1 {cfg.l1_to_l0b_bytes_per_cycle * ghz:.0f} GB/s")
@@ -81,12 +85,12 @@ def core_diagram(config: HardwareConfig | str | None = None) -> Figure:
     arrow("UB", "Vector", "V")
     if cfg.has_fixpipe:
         route([(91.5, 52.6), (91.5, 59), (7, 59), (7, 40.6)],
-              f"FIX (Fixpipe): L0C -> GM {min(cfg.fixpipe_bytes_per_cycle, gm_rate) * ghz:.0f} GB/s, "
+              f"FIX (Fixpipe): L0C -> GM {cfg.fixpipe_bytes_per_cycle * ghz:.0f} GB/s, "
               f"with cast / ReLU / dequant on the way", label_at=1)
     else:
         route([(91.5, 39.4), (91.5, 24), (33, 24), (33, 16.6)],
               f"V: L0C -> UB {cfg.l0c_to_ub_bytes_per_cycle * ghz:.0f} GB/s (no Fixpipe: cast/ReLU are "
               f"vector work)", label_at=1)
-    fig.suptitle(f"One AI core of preset '{cfg.name}' at {ghz:g} GHz (rates per core; GM shared by the chip)",
+    fig.suptitle(f"One AI core of preset '{cfg.name}' at {ghz:g} GHz (rates per core; L2 and HBM shared by the chip)",
                  fontsize=11)
     return fig

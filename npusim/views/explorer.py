@@ -106,8 +106,10 @@ class BaseExplorer:
 
     def __init__(self, fn: Callable[..., Any], controls: Sequence[Control] | Mapping[str, w.ValueWidget],
                  title: str | None = None, dpi: float | None = None, cache: int = CACHE_SIZE,
-                 unpin: bool = True) -> None:
+                 unpin: bool = True, busy: str | None = None) -> None:
         self.fn = fn
+        self.busy = busy
+        self.busy = busy
         items = controls.items() if isinstance(controls, Mapping) else [(c.name, c.widget) for c in controls]
         self.controls: dict[str, w.ValueWidget] = dict(items)
         self.dpi = dpi
@@ -147,6 +149,10 @@ class BaseExplorer:
         _hook_cell_runs()
 
     # --- what a subclass provides --------------------------------------------------------------------
+    def _done_note(self, params: dict[str, Any], timing: dict, cached: bool) -> str:
+        """The status line after a redraw (empty: nothing to say)."""
+        return ""
+
     def _compute(self, params: dict[str, Any], result: Any = None) -> Redraw:
         """Run ``fn(**params)`` (unless ``result`` is given: the setting's result, already computed) and
         draw it."""
@@ -185,7 +191,8 @@ class BaseExplorer:
             self._cache.move_to_end(key)
             self._show(hit, cached=True, timing={"cached": time.perf_counter() - t0})
             return True
-        self.status.value = f"<div class='npusim-computing'>computing {html.escape(_shown(params))} ...</div>"
+        doing = self.busy or f"computing {_shown(params)} ..."
+        self.status.value = f"<div class='npusim-computing'>{html.escape(doing)}</div>"
         self.output.add_class("npusim-busy")
         try:
             last = self.last_result if reuse and params == self._shown_params else None
@@ -205,7 +212,7 @@ class BaseExplorer:
         self.output.outputs = r.outputs  # one assignment: the front end swaps all charts at once
         self.output.remove_class("npusim-busy")
         self.table.value = r.table
-        self.status.value = ""
+        self.status.value = self._done_note(self.params, timing, cached)
         self.last_result, self.last_profile, self.last_figures = r.result, r.profile, r.figures
         self.last_error = None
         self.last_timing, self.last_cached = timing, cached
@@ -263,7 +270,9 @@ class Explorer(BaseExplorer):
     profile; skipped until a baseline is pinned), callables ``Profile -> Figure`` (given ``baseline=``
     too if they take it), or callables marked with :func:`result_chart`, which get ``fn``'s whole result.
     ``metrics``: keys of ``Profile.metrics()`` to tabulate (None: all). ``cache``: redraws kept for
-    settings seen before (0: none).
+    settings seen before (0: none). ``busy``: what the status line says while ``fn`` runs (default:
+    "computing" and the setting), e.g. "training 4 steps on the simulator..." for a function that takes
+    seconds.
 
     For tests and tools: ``controls`` (name -> widget; set ``.value`` to drive it), ``redraws`` (count of
     successful redraws), ``last_profile``, ``last_result``, ``last_error`` (the exception of the last
@@ -274,10 +283,11 @@ class Explorer(BaseExplorer):
 
     def __init__(self, fn: Callable[..., Any], controls: Sequence[Control] | Mapping[str, w.ValueWidget],
                  charts: Sequence[Any] = ("timeline", "utilization"), metrics: Sequence[str] | None = None,
-                 dpi: float | None = None, title: str | None = None, cache: int = CACHE_SIZE) -> None:
+                 dpi: float | None = None, title: str | None = None, cache: int = CACHE_SIZE,
+                 busy: str | None = None) -> None:
         self.charts: list[tuple[str, Callable]] = [self._chart(c) for c in charts]
         self.metrics = list(metrics) if metrics is not None else None
-        super().__init__(fn, controls, title=title, dpi=dpi, cache=cache)
+        super().__init__(fn, controls, title=title, dpi=dpi, cache=cache, busy=busy)
         self.update()
 
     @staticmethod

@@ -57,7 +57,7 @@ def test_presets_registry_and_get_config():
 
 @pytest.mark.parametrize("cfg", [ns.a2, ns.classic], ids=["a2", "classic"])
 def test_derived_quantities(cfg):
-    assert cfg.chip_gm_bytes_per_cycle == cfg.num_cores * cfg.gm_share_bytes_per_cycle_per_core
+    assert cfg.chip_gm_bytes_per_cycle == pytest.approx(cfg.hbm_gb_per_s / cfg.clock_ghz)
     assert cfg.cube_peak_flops("float16") == pytest.approx(2 * 4096 * cfg.clock_ghz * 1e9)
     assert cfg.vector_peak_flops("float16") == pytest.approx(128 * cfg.clock_ghz * 1e9)
     assert cfg.vector_peak_flops("float32") == pytest.approx(64 * cfg.clock_ghz * 1e9)
@@ -70,11 +70,20 @@ def test_derived_quantities(cfg):
 @pytest.mark.parametrize("active", [1, 2, 11, 12, 13, 24, 48, 100])
 def test_gm_rate_formula(active):
     cfg = ns.a2
-    expected = min(cfg.gm_port_bytes_per_cycle, cfg.num_cores * cfg.gm_share_bytes_per_cycle_per_core / active)
+    expected = min(cfg.gm_port_bytes_per_cycle, cfg.hbm_gb_per_s / cfg.clock_ghz / active)
     assert cfg.gm_rate(active) == pytest.approx(expected)
-    # with every core busy each gets exactly its share; a lone core is limited by its own port
+    # with every core busy each gets an equal share of the one HBM; a lone core is limited by its own port
     assert ns.a2.gm_rate(1) == ns.a2.gm_port_bytes_per_cycle == 64
-    assert ns.a2.gm_rate(ns.a2.num_cores) == ns.a2.gm_share_bytes_per_cycle_per_core == 32
+    assert ns.a2.gm_rate(ns.a2.num_cores) == pytest.approx(1600 / 1.8 / 24)
+
+
+def test_l2_and_hbm_documented_values():
+    assert ns.a2.l2_bytes == 192 * 1024 * 1024 and ns.classic.l2_bytes == 32 * 1024 * 1024
+    assert ns.a2.l2_bytes_per_cycle == 110 and ns.classic.l2_bytes_per_cycle == 128
+    assert ns.a2.hbm_gb_per_s == 1600 and ns.classic.hbm_gb_per_s == 1200
+    assert ns.a2.l2_line_bytes == ns.classic.l2_line_bytes == 512
+    assert ns.a2.memory_bytes("L2") == ns.a2.l2_bytes
+    assert ("l2_bytes", "192 MB") in ns.a2.rows()
 
 
 def test_configs_are_immutable():

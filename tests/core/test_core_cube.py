@@ -428,7 +428,8 @@ def test_fixpipe_fp32_cast_rounds_to_nearest_even(m, n, relu, gap, out, seed):
     assert r.op == ("fixpipe+relu" if relu else "fixpipe")
     cfg = ns.a2
     osz = out_dt.itemsize
-    gm = hand_gm_strided(cfg, addrs["c"], m, n * osz, (n + gap) * osz, cfg.gm_rate(1))
+    # the GM side writes into L2 at Fixpipe's rate (the write-back to HBM follows in the background)
+    gm = hand_gm_strided(cfg, addrs["c"], m, n * osz, (n + gap) * osz, cfg.fixpipe_bytes_per_cycle)
     l0c = cfg.gm_startup_cycles + ceil_to(m, 16) * ceil_to(n, 16) * 4 / cfg.fixpipe_bytes_per_cycle
     assert r.end - r.start == pytest.approx(max(gm, l0c))
     assert res.profile.path_bytes["L0C->GM"] == m * n * osz

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import npusim as ns
+from npusim.memsys import WINDOW
 from npusim import formats
 from npusim.profile import metric_docs
 
@@ -120,17 +121,23 @@ def test_multi_core_peaks_use_the_shared_gm_rate(block_dim):
     n = min(block_dim, CFG.num_cores)
     assert p.active_cores == n
     rate = CFG.gm_rate(n)
-    assert p.path_peak_bytes_per_cycle("GM->UB") == pytest.approx(rate * n)
+    port, chip = CFG.gm_port_bytes_per_cycle, CFG.chip_gm_bytes_per_cycle
+    assert p.l2_hit_rate == 0  # every line is read once: the reads' peak is the cores' ports
+    assert p.path_peak_bytes_per_cycle("GM->UB") == pytest.approx(port * n)
+    assert p.path_peak_bytes_per_cycle("UB->GM") == pytest.approx(rate * n)  # capped by the one HBM
+    assert p.path_peak_bytes_per_cycle("HBM") == pytest.approx(chip)
     assert p.path_peak_bytes_per_cycle("L1->L0A") == pytest.approx(CFG.l1_to_l0a_bytes_per_cycle * n)
     assert p.peak_gm_bytes_per_s == pytest.approx(rate * n * 1.8e9)
     assert p.peak_flops == pytest.approx(128 * 1.8e9 * n)
     assert p.path_bytes["GM->UB"] == 1024 * block_dim
-    assert p.memory_bound_cycles == pytest.approx(1024 * block_dim / (n * rate))
+    assert p.hbm_bytes == 1024 * block_dim + p.path_bytes["UB->GM"]
+    assert p.memory_bound_cycles == pytest.approx(max(1024 * block_dim / (n * port),
+                                                      p.hbm_bytes / chip - WINDOW))
     assert p.compute_bound_cycles == pytest.approx(2 * block_dim / n)
     busy = p.pipe_busy_cycles["mte2"]
     assert p.pipe_ratio["mte2"] == pytest.approx(busy / (n * p.total_cycles))
     bw = p.bandwidth["GM->UB"]
-    assert bw["peak_gbps"] == pytest.approx(rate * n * 1.8)
+    assert bw["peak_gbps"] == pytest.approx(port * n * 1.8)
     assert bw["efficiency"] == pytest.approx(bw["achieved_gbps"] / bw["peak_gbps"])
 
 

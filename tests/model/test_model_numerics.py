@@ -8,7 +8,7 @@ import pytest
 
 from npusim import model as nm
 from npusim.errors import UsageError
-from npusim.model.opset import batchnorm_host, conv2d_host
+from npusim.model.opset import batchnorm_host, conv2d_host, maxpool_host
 
 pytestmark = pytest.mark.lab09
 
@@ -73,15 +73,40 @@ def test_bn_folding_on_random_statistics(seed):
 
 
 @pytest.mark.parametrize("shape,dtype", [((4, 16, 32, 32), np.float16), ((2, 3, 6, 10), np.float32),
-                                         ((1, 1, 2, 2), np.float16), ((3, 5, 8, 4), np.float16)])
-def test_device_maxpool_is_exact(shape, dtype):
-    from npusim.model.maxpool import maxpool_device
+                                         ((1, 1, 2, 2), np.float16), ((3, 5, 8, 4), np.float16),
+                                         ((1, 8, 28, 30), np.float16)])
+@pytest.mark.parametrize("kernel,padding", [(2, 0), (3, 1)])
+def test_device_maxpool_is_exact(shape, dtype, kernel, padding):
+    from npusim.model.pooling import maxpool_device
 
     x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
-    y, prof = maxpool_device(x)
-    n, c, h, w = shape
-    assert np.array_equal(y, x.reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5)))
+    y, prof = maxpool_device(x, kernel, 2, padding)
+    want = maxpool_host(x, kernel, 2, padding).astype(dtype)   # max is exact: no rounding anywhere
+    assert y.dtype == x.dtype and np.array_equal(y, want)
     assert prof.critical_pipe == "mte2"  # the element-wise gather is the DMA-bound part
+
+
+def test_device_maxpool_refuses_what_it_cannot_run():
+    from npusim.model.pooling import maxpool_device
+
+    with pytest.raises(UsageError, match="even H and W"):
+        maxpool_device(np.zeros((1, 2, 5, 4), np.float16), 3, 2, 1)
+    with pytest.raises(UsageError, match="kernel=3, stride=1"):
+        maxpool_device(np.zeros((1, 2, 4, 4), np.float16), 3, 1, 1)
+
+
+@pytest.mark.parametrize("shape,dtype", [((1, 512, 7, 7), np.float16), ((3, 5, 2, 3), np.float32),
+                                         ((2, 20, 1, 1), np.float16)])
+def test_device_global_avgpool(shape, dtype):
+    from npusim.model.pooling import avgpool_device
+
+    x = (np.random.default_rng(1).standard_normal(shape) * 10).astype(dtype)
+    y, prof = avgpool_device(x)
+    want = x.astype(np.float64).mean(axis=(2, 3), keepdims=True)
+    assert y.shape == want.shape and y.dtype == x.dtype
+    # summed in float32, rounded once to the output dtype: within half an ulp of it (plus float32 sums)
+    ulp = np.spacing(np.abs(want).astype(dtype)).astype(np.float64)
+    assert np.all(np.abs(y - want) <= 0.5 * ulp + 1e-6 * np.abs(want) + 1e-7)
 
 
 def test_a_host_only_op_placed_on_the_device_is_refused(graph, batch):

@@ -98,3 +98,49 @@ def test_explorer_redraws_and_shows_errors(graph):
     assert ex.last_error is not None and "not in this test" in ex.status.value and ex.redraws == 3
     with pytest.raises(Exception, match="at most 2"):
         nm.ModelExplorer(run, [views.toggle("fold")], charts=("timeline", "breakdown", "op_utilization"))
+
+
+@pytest.mark.parametrize("which", ["captured", "optimized", "resnet18"])
+def test_placement_chart_is_readable_and_counts_the_copies(graph, which):
+    from matplotlib.text import Text
+
+    g = {"captured": graph, "optimized": nm.optimize(graph), "resnet18": nm.resnet18()}[which]
+    plt.close("all")
+    fig = charts.placement(g)
+    assert plt.get_fignums() == []
+    texts = [t for ax in fig.axes for t in ax.findobj(Text) if t.get_text()]
+    boxes = [t for t in texts if str(t.get_gid()).startswith("node|")]
+    assert len(boxes) == len(g)                                    # every node, batch and result included
+    assert all(t.get_fontsize() >= 8 and t.get_rotation() == 0 for t in boxes)  # legible at 100 %, never rotated
+    badges = sorted(int(t.get_text()) for t in texts if str(t.get_gid()).startswith("copy|"))
+    assert badges == list(range(1, len(g.crossings()) + 1))         # every copy numbered once: countable
+    assert fig.get_size_inches()[0] <= 15                           # wraps into strips instead of growing wide
+    assert f"{len(g.crossings())} PCIe copies" in " ".join(t.get_text() for t in fig.texts)
+    fig.savefig(io.BytesIO(), format="png")
+
+
+def test_short_names():
+    assert charts.short_name("layer2_0_downsample_0") == "2.0 down conv"
+    assert charts.short_name("layer1_1_relu_1") == "1.1 relu_1" and charts.short_name("fc") == "fc"
+
+
+def test_trace_links_launches_to_kernels_and_pipes(after):
+    d = nm.to_chrome_trace(after, pipes=["conv1"])
+    evs = d["traceEvents"]
+    flows = {}
+    for e in evs:
+        if e["ph"] in ("s", "f"):
+            flows.setdefault(e["id"], {})[e["ph"]] = e
+    kernels = after.kernels()
+    assert len(flows) == len(kernels) + len(after.kernels("conv1"))  # launch -> kernel, and kernel -> its pipes
+    slices = [e for e in evs if e["ph"] == "X"]
+    for pair in flows.values():
+        assert set(pair) == {"s", "f"} and pair["f"]["bp"] == "e"
+        for end in pair.values():  # each end lies inside a slice of its own track, which Perfetto binds it to
+            assert any(x["pid"] == end["pid"] and x["tid"] == end["tid"] and x["ts"] <= end["ts"] <= x["ts"] + x["dur"]
+                       for x in slices)
+    blocks = {e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "process_name"}
+    assert any(n.startswith("conv1:conv2d: block 0") for n in blocks)
+    assert not any(n.startswith("conv2:") for n in blocks)           # only the named node's pipes
+    with pytest.raises(Exception, match="not in the graph"):
+        nm.to_chrome_trace(after, pipes=["nope"])

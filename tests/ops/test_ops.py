@@ -159,6 +159,22 @@ def test_cache_key_depends_on_hardware_and_attrs():
     assert [r.cache_hit for r in (r1, r2, r3, r4)] == [False, False, False, True]
 
 
+def test_a_cache_subclass_chooses_its_key():
+    class ByElementCount(ops.TilingCache):
+        def key(self, ctx):   # relu's tiling depends on the number of elements only
+            return ctx.op, int(np.prod(ctx.input_shapes[0])), ctx.input_dtypes[0].name, ctx.config.key
+
+    cache = ByElementCount()
+    x = np.arange(600, dtype=np.float16) - 300
+    r1 = ops.call("relu", x.reshape(20, 30), cache=cache)
+    r2 = ops.call("relu", x.reshape(30, 20), cache=cache)
+    r3 = ops.call("relu", x.astype(np.float32).reshape(30, 20), cache=cache)
+    assert [r.cache_hit for r in (r1, r2, r3)] == [False, True, False]
+    assert np.array_equal(r2.out, np.maximum(x, 0).reshape(30, 20))
+    assert ops.TilingCache().key(ops.get_workspace_size("relu", x)[1].ctx) == ops.runtime.cache_key(
+        ops.get_workspace_size("relu", x)[1].ctx)
+
+
 def test_register_needs_inference_tiling_and_kernel():
     op = OpDef("half_done").input("x", ["float16"]).output("y", ["float16"])
     with pytest.raises(ops.OpError, match="needs infer_shape, tiling"):

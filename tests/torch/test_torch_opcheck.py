@@ -61,3 +61,18 @@ def test_clear_errors_for_unsupported_dtypes():
         npusim.torch.matmul(torch.ones(2, 2), torch.ones(2, 2, dtype=torch.float16))
     with pytest.raises(TypeError, match="float16, float32 or float64"):
         npusim.torch.matmul(torch.ones(2, 2, dtype=torch.bfloat16), torch.ones(2, 2, dtype=torch.bfloat16))
+
+
+def test_fresh_namespace_lets_a_cell_register_again():
+    made = []
+    for _ in range(2):   # the same notebook cell, run twice
+        ns = npusim.torch.fresh_namespace("cell")
+
+        @torch.library.custom_op(f"{ns}::double", mutates_args=())
+        def double(a: torch.Tensor) -> torch.Tensor:
+            return a * 2
+
+        made.append(ns)
+    assert made[0] != made[1] and getattr(torch.ops, made[1]).double(torch.ones(2)).tolist() == [2.0, 2.0]
+    with pytest.raises(ValueError, match="identifier"):
+        npusim.torch.fresh_namespace("not a name")

@@ -120,17 +120,17 @@ def test_utilization_bars_are_pipe_ratio(which, request):
 def test_bandwidth_bars_are_profile_bandwidth(which, request):
     prof = request.getfixturevalue(which)
     fig = charts.bandwidth(prof)
-    paths = [p for p in ns.profile.PATHS if p in prof.bandwidth]
+    paths = [p for p in ns.profile.PATHS if p in prof.bandwidth] + ["L2", "HBM"]   # the core's, then the chip's
     assert [b.get_height() for b in patches(fig, "achieved_gbps")] == [prof.bandwidth[p]["achieved_gbps"]
                                                                         for p in paths]
     assert [b.get_height() for b in patches(fig, "peak_gbps")] == [prof.bandwidth[p]["peak_gbps"] for p in paths]
     ticks = [t.split("\n")[0] for t in category_texts(fig.axes[0], "x")]
-    assert ticks == paths
+    assert ticks == [p for p in ns.profile.PATHS if p in prof.bandwidth] + ["L2 hits", "HBM"]
 
 
 def test_matmul_bandwidth_has_the_cube_paths(mm):
     ticks = [t.split("\n")[0] for t in category_texts(charts.bandwidth(mm).axes[0], "x")]
-    assert ticks == ["GM->L1", "L1->L0A", "L1->L0B", "L0C->GM"]
+    assert ticks == ["GM->L1", "L1->L0A", "L1->L0B", "L0C->GM", "L2 hits", "HBM"]
 
 
 # --- timeline ------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import npusim as ns
@@ -203,3 +204,17 @@ def test_pinning_fixes_the_axes_and_does_not_rerun(xy):
     ex.unpin()
     assert calls == [1024, 2048, 4096]
     assert ex.last_figures["timeline"].axes[0].get_xlim()[1] == ex.last_profile.total_cycles
+def test_busy_message_shows_while_the_function_runs():
+    seen, holder = [], {}
+
+    def run(n: int):
+        if "explorer" in holder:
+            seen.append(holder["explorer"].status.value)
+        return run_vector_add(np.ones(n, np.float16), np.ones(n, np.float16), tile=256)
+
+    holder["explorer"] = explorer = Explorer(run, [int_choice("n", [256, 512])], charts=(), busy="simulating...")
+    explorer.controls["n"].value = 512
+    assert seen and "simulating..." in seen[-1]
+    assert explorer.status.value == ""       # cleared once the charts are drawn
+    quiet = Explorer(run, [int_choice("n", [256])], charts=())
+    assert quiet.busy is None and quiet.status.value == ""

@@ -200,7 +200,7 @@ def run_band_conv(kernel_class, x, w, bias=None, stride=1, padding=0, dilation=1
     cfg = ns.get_config(config)
     args, g, t = band_conv_args(kernel_class, x, w, bias, stride, padding, dilation, out_dtype=out_dtype,
                                 tiling=tiling, config=cfg, block_dim=block_dim)
-    res = ns.launch(band_conv, block_dim, *args, config=cfg, sanitize=sanitize)
+    res = ns.launch(band_conv, block_dim, *args, config=cfg, sanitize=sanitize, algorithmic_macs=g.macs)
     work = [f"weights (Cout, Cin, Kh, Kw) -> FRACTAL_Z, {args[2].nbytes:,} B: converted once on the host"]
     if needs_staging(g):
         work.append(f"a GM workspace of {args[1].nbytes:,} B for the padded rows")

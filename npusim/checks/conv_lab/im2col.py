@@ -157,7 +157,7 @@ def run_im2col_conv(kernel_class, x, w, bias=None, stride=1, padding=0, dilation
     cfg = ns.get_config(config)
     args, g, t = im2col_conv_args(kernel_class, x, w, bias, stride, padding, dilation, out_dtype=out_dtype,
                                   tiling=tiling, config=cfg)
-    res = ns.launch(im2col_conv, 1, *args, config=cfg, sanitize=sanitize)
+    res = ns.launch(im2col_conv, 1, *args, config=cfg, sanitize=sanitize, algorithmic_macs=g.macs)
     work = (f"weights (Cout, Cin, Kh, Kw) -> FRACTAL_Z, {args[1].nbytes:,} B: converted once on the host",
             "input NCHW -> NC1HWC0 and output NHWC -> NCHW: on the host here (the package's conv2d runs "
             "them on the device, as their own launches)")

@@ -14,7 +14,8 @@ import npusim as ns
 from ...conv import host
 from ...conv.common import ceil_div, round_up
 from ...conv.geometry import ConvGeometry
-from ...conv.tiling import ConvTiling, choose_tiling
+from ...conv.choose import choose_tiling
+from ...conv.tiling import ConvTiling
 
 
 def prepare(kernel_class, base: type, variant: str, x, w, bias, stride, padding, dilation, out_dtype,

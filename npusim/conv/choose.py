@@ -1,0 +1,294 @@
+"""Choosing a Conv2D tiling: block sizes for one variant, shape and config, and the reasons.
+
+:func:`choose_tiling` returns a :class:`~npusim.conv.tiling.ConvTiling` whose ``explain()`` says what
+limited each size. The choice ranks a few candidates with a cost estimate of the GM traffic and the
+Cube work (:func:`estimate_cycles`); :mod:`.sweep` checks it against simulated tilings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import npusim as ns
+
+from .. import costs
+
+from .common import FRACTAL_BYTES, Epilogue, ceil_div, round_up
+from .geometry import ConvGeometry
+from .tiling import VARIANTS, ConvTiling, check_dtype, check_epilogue
+
+
+def choose_tiling(g: ConvGeometry, cfg: ns.HardwareConfig | str | None = None, variant: str = "img2col",
+                  epilogue: Epilogue | None = None) -> ConvTiling:
+    """Legal, reasonably fast block sizes for ``variant`` on ``cfg`` (with the buffers of a fused
+    ``epilogue``); see ``explain()`` for the why."""
+    cfg = ns.get_config(cfg)
+    if variant not in VARIANTS:
+        raise ns.UsageError(f"unknown conv2d variant {variant!r}; choose one of {VARIANTS}")
+    check_dtype(variant, g, cfg)
+    check_epilogue(variant, g, epilogue)
+    t = _choose_img2col(g, cfg, epilogue or None) if variant == "img2col" else _choose_rowwise(g, cfg, variant)
+    t.check(g, cfg, epilogue)
+    return t
+
+
+def _fits(t: ConvTiling, g: ConvGeometry, cfg, epilogue: Epilogue | None = None) -> bool:
+    use = t.usage(g, cfg, epilogue)
+    return (all(v <= cfg.memory_bytes(m) for m, v in use.items())
+            and sum(b.num for b in t.plan(g, cfg, epilogue).values()) <= cfg.max_buffers)
+
+
+def _largest(lo: int, hi: int, ok) -> int | None:
+    """The largest v in [lo, hi] with ok(v) (ok is monotone: true up to some point)."""
+    best = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def _choose_img2col(g: ConvGeometry, cfg, epilogue: Epilogue | None = None) -> ConvTiling:
+    """The Cout block decides the rest: as many output channels as one Mmad takes (256), or 128 so that
+    twice as many positions share each weight tile (fewer passes over weights that do not fit L1). Each
+    option is completed and the one with the lower estimated time wins."""
+    cout16 = round_up(g.cout, 16)
+    options = [min(cout16, 256)] + ([128] if cout16 > 128 else [])
+    done = []
+    for cb in options:
+        try:
+            done.append(_img2col_with(g, cfg, epilogue, cb))
+        except ns.CapacityError:
+            if cb == options[-1] and not done:
+                raise
+    (est, t), *others = sorted(done, key=lambda d: d[0])
+    if others:
+        t = dataclasses.replace(t, reasons=t.reasons + (
+            f"chosen over cout_block={others[0][1].cout_block}: estimated {est:,.0f} against {others[0][0]:,.0f} "
+            f"cycles (the slower of the GM reads at the port rate and the Cube's Mmads)",))
+    return t
+
+
+def _img2col_with(g: ConvGeometry, cfg, epilogue: Epilogue | None, cb: int) -> tuple[float, ConvTiling]:
+    why: list[str] = []
+    c0, isz = g.c0, g.isz
+    cout_block = g.cout if cb >= g.cout else cb
+    why.append(f"cout_block={cout_block}: " + ("all output channels in one Mmad tile, so every im2col tile "
+               "in L0A is built once" if cout_block == g.cout else f"{cb} output channels per tile keeps L0B/L0C "
+               "room for large M and K tiles; the im2col tile is rebuilt for each Cout block"))
+    # M: positions per Mmad, bounded by two accumulators in L0C (and, without Fixpipe, by the drain in UB)
+    m_cap_l0c = cfg.l0c_bytes // (2 * cb * 4) // 16 * 16
+    m_cap = max(16, min(m_cap_l0c, 256))
+    per_channel = epilogue is not None and epilogue.per_channel
+    if not cfg.has_fixpipe:   # the drain's UB tiles: fp32 acc, NZ and two outputs (+ the repeated scales)
+        drain_bytes = 4 + 3 * g.osz + (4 if per_channel else 0)
+        m_cap = max(16, min(m_cap, (cfg.ub_bytes - (round_up(g.cout, 16) * 4 if per_channel else 0))
+                            // (cb * drain_bytes) // 16 * 16))
+    w_res = g.k1 * g.n1 * FRACTAL_BYTES
+    min_bands = 4 if g.n == 1 else 2
+    rows_cap = max(1, ceil_div(g.ho, min_bands))
+
+    def make(rows, cin_block, l1b, res, m_tile, k_tile):
+        return ConvTiling("img2col", rows, g.wo, cin_block, cout_block, m_tile, k_tile, l1b, 2, 2, res)
+
+    # the band: as many rows as L1 holds twice (all channels), else one buffer, and at last input channels
+    # split into blocks; the weights stay in L1 unless streaming them costs less GM traffic than the
+    # smaller band that keeping them leaves room for
+    def gm_reads(rows, cin_block, res):
+        bands = g.n * ceil_div(g.ho, rows)
+        m_tiles = ceil_div(rows * g.wo, m_cap)
+        band = round_up(g.cin, c0) * 32 // c0 * g.w * min(g.in_rows(rows), g.h)
+        reloads = 1 if cin_block >= g.cin else m_tiles * ceil_div(g.cout, cout_block)
+        return bands * band * reloads + (w_res if res else bands * m_tiles * w_res)
+
+    found = None
+    cin_options = [g.cin] + [c for c in range(round_up(g.cin, c0) - c0, 0, -c0) if c < g.cin]
+    for cin_block in cin_options:
+        for l1b in (2, 1):
+            cands = []
+            for res in (True, False):
+                # resident weights: bands overlap their loads; streamed ones are read again for every band
+                cap = rows_cap if res else g.ho
+                rows = _largest(1, cap, lambda r: _fits(make(r, cin_block, l1b, res, 16, c0), g, cfg, epilogue))
+                if rows is not None:
+                    cands.append((gm_reads(rows, cin_block, res), not res, rows, cin_block, l1b, res))
+            if cands:
+                found = min(cands)
+                alt = [c for c in cands if c is not found]
+                break
+        if found:
+            break
+    if found is None:
+        raise ns.CapacityError(f"conv2d img2col: not even one output row of {g.describe()} with {c0} channels "
+                               f"fits '{cfg.name}'", hint="this teaching kernel does not split the width of a band")
+    est, _, rows, cin_block, l1b, resident = found
+    found = (rows, cin_block, l1b, resident)
+    rows, cin_block, l1b, resident = found
+    k_block = ceil_div(cin_block, c0) * g.kk * c0            # im2col columns of one Cin block
+    positions = rows * g.wo
+
+    def mk_tiles(m_cap, k_cap):
+        m_tile = round_up(ceil_div(positions, ceil_div(positions, m_cap)), 16)
+        k_cap = max(c0, min(k_cap, cfg.l0a_bytes // (2 * m_tile * isz), cfg.l0b_bytes // (2 * cb * isz)) // c0 * c0)
+        k_tile = round_up(ceil_div(k_block, ceil_div(k_block, k_cap)), c0)  # equal K steps, no small last one
+        return m_tile, k_tile
+
+    m_tile, k_tile = mk_tiles(m_cap, k_block)
+    shrunk = []
+    while not _fits(make(rows, cin_block, l1b, resident, m_tile, k_tile), g, cfg, epilogue):
+        if k_tile > c0:                    # the larger tiles did not fit (streamed weight tiles in L1, or UB)
+            m_tile, k_tile = mk_tiles(m_tile, max(c0, k_tile // 2))
+            shrunk.append("k_tile")
+        elif m_tile > 16:
+            m_tile, k_tile = mk_tiles(max(16, m_tile // 2), c0)
+            shrunk.append("m_tile")
+        else:
+            rows -= 1
+            positions = rows * g.wo
+            m_tile, k_tile = mk_tiles(m_cap, k_block)
+            shrunk.append("rows")
+    band_in = min(g.in_rows(rows), g.h)
+    why.append(f"rows={rows}: a band of {rows} output rows reads {band_in} input rows "
+               f"({ceil_div(cin_block, c0) * band_in * g.w * 32} B in L1)" +
+               (", twice (double buffering: the next band's DMA runs during this band's Mmads)" if l1b == 2
+                else ", once (no room for a second band buffer)") +
+               (f"; capped at ceil(Ho / {min_bands}) so that there are at least {min_bands} bands to overlap"
+                if rows == rows_cap and rows < g.ho and resident else "; limited by L1 capacity" if rows < g.ho
+                else "; the whole image" + ("" if resident else " (streamed weights are read once per band)")))
+    why.append(f"cin_block={cin_block}: " + ("all input channels: the band is loaded once and every tile reads it"
+               if cin_block >= g.cin else "a band of all channels does not fit L1: K is split into Cin blocks "
+               "(contiguous in FRACTAL_Z's K) accumulated in L0C, and each block's band is loaded per tile"))
+    why.append("weights: " + (f"the whole FRACTAL_Z tensor ({w_res} B) stays in L1, loaded once" if resident else
+                              f"FRACTAL_Z ({w_res} B) is streamed from GM, one (k_tile x cout_block) piece per Mmad")
+               + (f"; estimated GM reads {est:,} B, against {alt[0][0]:,} B the other way" if alt else
+                  "" if resident else " (keeping it would leave no room for a band)"))
+    why.append(f"m_tile={m_tile}: {positions} positions per band in {ceil_div(positions, m_tile)} equal Mmad tiles;"
+               f" at most {m_cap} (" + (f"two {m_cap}x{cout_block} fp32 accumulators fill L0C {cfg.l0c_bytes} B"
+                                        if m_cap == m_cap_l0c else "capped at 256, a large enough Mmad"
+                                        if m_cap == 256 else f"the drain through UB ({cfg.ub_bytes} B) holds an "
+                                        f"fp32 tile and three output-dtype copies" + (" and a tile of repeated fp32 "
+                                        "scales" if per_channel else "")) + ")")
+    why.append(f"k_tile={k_tile}: K = C1b*Kh*Kw*C0 = {k_block} per Cin block in {ceil_div(k_block, k_tile)} equal "
+               f"steps, bounded by double-buffered {m_tile}x{k_tile} im2col tiles in L0A ({cfg.l0a_bytes} B) and "
+               f"{k_tile}x{cout_block} weight tiles in L0B ({cfg.l0b_bytes} B)")
+    if shrunk:
+        why.append(f"shrunk {', '.join(dict.fromkeys(shrunk))} until everything fit")
+    why.append("buffers: L0A/L0B x2 (load_data_3d for the next K step runs during this Mmad), L0C x2 "
+               "(the drain of one tile overlaps the next tile's Mmads)")
+    if epilogue:
+        why.append(f"epilogue: {epilogue.describe()}, fused into the drain: " + (
+            "Fixpipe does it on the way L0C -> GM, no buffer of its own" + (
+                f" except the {round_up(g.cout, 16) * 4} B of per-channel scales in L1" if per_channel else "")
+            if cfg.has_fixpipe else
+            "vector instructions on the tile in UB before MTE3 writes it" + (
+                f"; the per-channel scales ({round_up(g.cout, 16) * 4} B) and a tile of them repeated down the "
+                f"rows (as large as the fp32 tile) share UB with the drain" if per_channel else
+                " (in place: no extra buffer)")))
+    t = make(rows, cin_block, l1b, resident, m_tile, k_tile)
+    # estimate: the slower of the GM reads at the port's rate and the Cube's Mmads
+    bands = g.n * ceil_div(g.ho, rows)
+    tiles = bands * ceil_div(positions, m_tile) * ceil_div(g.cout, cout_block)
+    k_steps = len(t.cin_blocks(g)) * ceil_div(ceil_div(cin_block, c0) * g.kk * c0, k_tile)
+    cube = tiles * k_steps * costs.cube_cycles(cfg, m_tile, cout_block, k_tile, g.dtype)
+    reads = bands * round_up(g.cin, c0) * isz * g.w * min(g.in_rows(rows), g.h) + \
+        (w_res if resident else tiles * w_res // ceil_div(g.cout, cout_block))
+    est = max(reads / cfg.gm_port_bytes_per_cycle, cube)
+    return est, dataclasses.replace(t, reasons=tuple(why))
+
+
+def _choose_rowwise(g: ConvGeometry, cfg, variant: str) -> ConvTiling:
+    why: list[str] = []
+    c0 = g.c0
+    cout16 = round_up(g.cout, 16)
+    w16 = round_up(g.wo, 16)
+    w_res = g.k1 * g.n1 * FRACTAL_BYTES
+    cin_all = round_up(g.cin, c0)
+
+    def gm_reads(rows, cols, cb, cin_block, res):
+        """Estimated GM reads: the input copies (re-read per Cout block when Cin is split) + the weights."""
+        blocks = g.n * ceil_div(g.ho, rows) * ceil_div(g.wo, cols)
+        n_cout, split = ceil_div(g.cout, cb), cin_block < g.cin
+        if variant == "direct":
+            return blocks * n_cout * (g.kk * rows * round_up(g.cin, c0) * cols * g.isz + w_res // n_cout)
+        copies = g.kw * g.in_rows(rows) * round_up(g.cin, c0) * cols * g.isz
+        return blocks * copies * (n_cout if split else 1) + (w_res if res else blocks * w_res)
+
+    def make(rows, cols, cb, cin_block, l1b, res):
+        return ConvTiling(variant, rows, cols, cin_block, g.cout if cb >= g.cout else cb, 0, 0, l1b, 2, 1, res)
+
+    # preferences, best first: a whole output row per Mmad (N = Wo), up to 128 output channels (M), all
+    # input channels (K); shrink the column tile, then the Cout block, then the Cin block until it fits
+    col_options = [g.wo if w16 <= 256 else 256] + [c for c in (128, 64, 32, 16) if c < min(g.wo, 256)]
+    cb_options = [c for c in (min(cout16, 128), 64, 32, 16) if c <= min(cout16, 128)]
+    cin_options = [g.cin] + [c for c in range(cin_all - c0, 0, -c0) if c < g.cin]
+    def cycles(rows, cols, cb, cin_block, res):
+        """Estimated time: the slower of the GM reads at the port's rate and the Cube's Mmads."""
+        blocks = g.n * ceil_div(g.ho, rows) * ceil_div(g.wo, cols)
+        mmads = blocks * rows * g.kk * ceil_div(g.cin, cin_block) * ceil_div(g.cout, cb)
+        cube = mmads * costs.cube_cycles(cfg, min(cb, cout16), cols, min(cin_block, round_up(g.cin, c0)), g.dtype)
+        return max(gm_reads(rows, cols, cb, cin_block, res) / cfg.gm_port_bytes_per_cycle, cube)
+
+    # for the widest column tile that fits: every Cout block, Cin block, L1 buffer count and weight
+    # placement with the most rows that fit. All input channels in one block first (a split reloads the
+    # band's input for every Cout block), then the lowest estimated time (ties: the earlier option);
+    # direct: the first that fits in the order of preference
+    best = None
+    for cols in col_options:
+        options = []
+        for i, cb in enumerate(dict.fromkeys(cb_options)):
+            acc_row = round_up(cb, 16) * round_up(cols, 16) * 4
+            max_rows = max(1, min(g.ho, cfg.l0c_bytes // acc_row, cfg.max_buffers - 16))
+            for j, cin_block in enumerate(cin_options):
+                for l1b in (2, 1):
+                    cands = []
+                    for res in ((True, False) if variant != "direct" else (False,)):
+                        rows = _largest(1, max_rows, lambda r: _fits(make(r, cols, cb, cin_block, l1b, res), g, cfg))
+                        if rows is not None:
+                            cands.append((gm_reads(rows, cols, cb, cin_block, res), not res, rows, res))
+                    for est, _, rows, res in cands:
+                        alt = [c[0] for c in cands if c[3] != res]
+                        # direct re-reads its input for every block anyway: the preference order decides
+                        rank = (i, j, -l1b, est) if variant == "direct" else \
+                            (j > 0, cycles(rows, cols, cb, cin_block, res), i, j, -l1b, not res)
+                        options.append((*rank,
+                                        (rows, cols, cb, cin_block, l1b, res, max_rows, acc_row, est, alt)))
+        if options:
+            *best, est, alt = min(options)[-1]
+            best = tuple(best)
+            break
+    if best is None:
+        raise ns.CapacityError(f"conv2d {variant}: no tiling of {g.describe()} fits '{cfg.name}'",
+                               hint="even one output row of 16 columns x 16 channels does not fit")
+    rows, cols, cb, cin_block, l1b, resident, max_rows, acc_row = best
+    t = make(rows, cols, cb, cin_block, l1b, resident)
+    shrunk = " (smaller than preferred: the larger tiles did not fit L0C/L1" + \
+        ("/UB, where the tiles are drained" if not cfg.has_fixpipe else "") + ")"
+    why.append(f"cols={cols}: " + ("a whole output row per Mmad (N = Wo" + (f", computed as {w16} by the Cube)"
+               if w16 != g.wo else ")") if cols == g.wo else f"{cols} positions per Mmad; the row is split")
+               + (shrunk if cols < col_options[0] else ""))
+    why.append(f"cout_block={t.cout_block}: " + ("all output channels, so each input tile feeds one Mmad per tap "
+               "and row" if t.cout_block == g.cout else f"{cb} output channels per tile (M of the Mmad); the input "
+               "tiles are reused by every Cout block") + (shrunk if cb < cb_options[0] else ""))
+    limit = "L0C (one fp32 accumulator per output row of the band)" if rows == max_rows and max_rows < g.ho else \
+        "the output height" if rows == g.ho else "L1 capacity"
+    if variant == "direct":
+        why.append(f"rows={rows}: output rows per block, one L0C accumulator each ({acc_row} B); limited by {limit}")
+        why.append("input: each (tap, output row) run is fetched from GM again (that is the point of this "
+                   "variant), into a " + ("double-buffered" if l1b == 2 else "single") + " L1 tile")
+    else:
+        why.append(f"rows={rows}: output rows per band, one L0C accumulator each ({acc_row} B), all live "
+                   f"while the taps sweep the band; limited by {limit}")
+        why.append(f"copies: the band's {g.in_rows(rows)} input rows are loaded once per width tap ({g.kw} "
+                   f"column-shifted copies: fractals move in 16-position units, so a one-column shift cannot "
+                   f"be done on chip), " + ("double-buffered (the next band's DMA overlaps this band's Mmads)"
+                                            if l1b == 2 else "single-buffered (no room for two in L1)"))
+    why.append(f"cin_block={cin_block}: " + ("all input channels in one K block" if cin_block >= g.cin else
+                                             "input channels split so that the tiles fit L1; L0C accumulates "
+                                             "the blocks"))
+    why.append("weights: " + (f"FRACTAL_Z ({w_res} B) stays in L1, loaded once" if resident else
+                              "each (tap, Cin block, Cout block) piece is loaded from GM when needed"
+                              + (" (direct re-reads everything per output block)" if variant == "direct" else ""))
+               + (f"; estimated GM reads {est:,} B, against {alt[0]:,} B the other way" if alt else ""))
+    return dataclasses.replace(t, reasons=tuple(why))

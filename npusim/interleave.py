@@ -1,0 +1,100 @@
+"""The blocks of a launch side by side in simulated time, so that they meet in L2 and HBM in time order.
+
+Blocks are Python calls of the kernel. Simulated one after another, the first block would find every
+line of shared data missing in L2 and fetch it all, and a later block would find everything it shares
+already fetched, whatever the simulated times. So each block of a multi-core launch runs in its own
+thread and only one runs at a time: a block stops at every GM DMA (:meth:`Interleaver.sync`, called by
+:mod:`npusim.memsys` with the DMA's start time), and the block whose stop is earliest in simulated time
+goes on (ties: the lower block index), then runs until its next GM DMA. The L2 and the HBM budget thus
+see the GM DMAs of all cores in (nearly) time order: within a block, DMAs of different pipes are issued
+in program order, which is not always their start order.
+
+Deterministic: the order depends only on simulated times and block indices, never on the OS.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from typing import Any, Callable
+
+
+class _Abort(BaseException):
+    """Unwinds the other blocks' threads when one block raised."""
+
+
+class Interleaver:
+    """Runs ``n_blocks`` blocks on ``active`` cores; block ``b`` starts on core ``b % active`` when the
+    block before it there has ended (waves)."""
+
+    def __init__(self) -> None:
+        self._wake: dict[int, threading.Event] = {}
+        self._back = threading.Event()
+        self._outcome: tuple = ()
+        self._abort = False
+        self._core_of: dict[int, Any] = {}
+
+    # --- called from a block's thread ---------------------------------------------------------------
+    def sync(self, core, t: float) -> None:
+        """Block ``core.block_idx`` is about to start a GM DMA at ``t``: let every block that is
+        earlier go first."""
+        b = core.block_idx
+        self._outcome = ("sync", b, t)
+        ev = self._wake[b]
+        ev.clear()
+        self._back.set()
+        ev.wait()
+        if self._abort:
+            raise _Abort
+        from .core import run_on
+        run_on(core)
+
+    # --- the launch's thread --------------------------------------------------------------------------
+    def run(self, n_blocks: int, active: int, body: Callable[[int, float], tuple[Any, float]]) -> dict:
+        """Run every block; ``body(b, t0)`` runs block ``b`` from time ``t0`` and returns ``(result,
+        end time)``. Returns ``{block: result}``; re-raises the first exception a block raised."""
+        results: dict[int, Any] = {}
+        ready = [(0.0, b) for b in range(min(active, n_blocks))]
+        threads: dict[int, threading.Thread] = {}
+        try:
+            while ready:
+                t, b = heapq.heappop(ready)
+                if b not in threads:
+                    self._wake[b] = threading.Event()
+                    threads[b] = threading.Thread(target=self._worker, args=(b, t, body), daemon=True,
+                                                  name=f"npusim-block-{b}")
+                    self._back.clear()
+                    threads[b].start()
+                else:
+                    self._back.clear()
+                    self._wake[b].set()
+                self._back.wait()
+                kind = self._outcome[0]
+                if kind == "sync":
+                    heapq.heappush(ready, (self._outcome[2], b))
+                elif kind == "done":
+                    res, end = self._outcome[2], self._outcome[3]
+                    results[b] = res
+                    threads.pop(b).join()
+                    if b + active < n_blocks:
+                        heapq.heappush(ready, (end, b + active))
+                else:
+                    raise self._outcome[2]
+        finally:
+            if threads:   # a block raised: unwind the others where they wait
+                self._abort = True
+                for b, th in threads.items():
+                    self._wake[b].set()
+                for th in threads.values():
+                    th.join()
+        return results
+
+    def _worker(self, b: int, t0: float, body) -> None:
+        try:
+            res, end = body(b, t0)
+            self._outcome = ("done", b, res, end)
+        except _Abort:
+            return
+        except BaseException as e:   # handed to the launch's thread, which re-raises it
+            self._outcome = ("error", b, e)
+        self._back.set()

@@ -1,0 +1,134 @@
+"""The placement chart: where each op of a graph runs and which tensors cross PCIe, readable at any size.
+
+The nodes run left to right in execution order, wrapped into strips of ``per_row`` nodes like lines of
+text; each strip has a device lane (top) and a host lane (bottom). Boxes are dark text on a light fill,
+blue-edged on the device and orange-edged on the host, so the sides show at a glance and the names stay
+legible at 100 % zoom (8 pt, never rotated). Every PCIe copy that the placement implies
+(:meth:`Graph.crossings`: a tensor read on the other side, copied once per direction) is a red arrow with
+its number, so the copies can be counted; a later reader of the same copy gets a thin dotted line.
+Edges inside a strip are drawn (a residual skip as an arc); an edge from an earlier strip enters its
+reader from the left with the producer's name.
+"""
+
+from __future__ import annotations
+
+import re
+
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from ..views import charts as _views_charts  # noqa: F401  (installs the inline display of bare Figures)
+from .graph import DEVICE, HOST, Graph
+
+DPI = _views_charts.DPI
+FILL = {DEVICE: "#deebf7", HOST: "#fee6ce", "end": "#f2f2f2"}
+EDGE = {DEVICE: "#1f77b4", HOST: "#e6550d", "end": "#636363"}
+COPY = "#d62728"
+FONT = 8.0
+SLOT_IN, STRIP_IN = 1.12, 1.3  # inches per node slot and per strip
+
+
+def short_name(name: str) -> str:
+    """A node name as the charts print it: ``layer2_0_downsample_0`` -> ``2.0 down conv``, ``layer1_1_relu_1``
+    -> ``1.1 relu_1``; other names unchanged."""
+    m = re.fullmatch(r"layer(\d+)_(\d+)_(.+)", name)
+    if not m:
+        return name
+    rest = {"downsample_0": "down conv", "downsample_1": "down bn"}.get(m.group(3), m.group(3))
+    return f"{m.group(1)}.{m.group(2)} {rest}"
+
+
+def placement(graph: Graph, title: str | None = None, per_row: int = 12) -> Figure:
+    """The placement chart of ``graph`` (module docstring), ``per_row`` nodes per strip."""
+    items = [n for n in graph.nodes if n.op not in ("input", "output")]
+    ins = [n for n in graph.nodes if n.op == "input"]
+    out = [n for n in graph.nodes if n.op == "output"]
+    order = ins + items + out
+    per_row = max(2, min(per_row, len(order)))
+    pos = {n.name: divmod(i, per_row) for i, n in enumerate(order)}      # name -> (strip, column)
+    side = {n.name: (HOST if n.op in ("input", "output") else n.placement) for n in order}
+    strips = -(-len(order) // per_row)
+
+    width = 0.9 + per_row * SLOT_IN
+    height = 0.95 + strips * STRIP_IN
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    ax = fig.add_axes((0.0, 0.45 / height, 1.0, 1 - 0.9 / height))
+    ax.set_xlim(-0.85, per_row - 0.35)
+    ax.set_ylim(-3 * strips + 1.35, 1.75)
+    ax.axis("off")
+
+    def xy(name: str) -> tuple[float, float]:
+        s, c = pos[name]
+        return c, -3 * s + (1.0 if side[name] == DEVICE else 0.0)
+
+    for s in range(strips):
+        for lane, y in ((DEVICE, 1.0), (HOST, 0.0)):
+            ax.text(-0.5, -3 * s + y, "device" if lane == DEVICE else "host", ha="right", va="center",
+                    fontsize=FONT, color=EDGE[lane], fontweight="bold")
+        ax.plot([-0.45, per_row - 0.45], [-3 * s + 0.5] * 2, color="#d9d9d9", lw=0.6, zorder=0)
+
+    crossings = graph.crossings()
+    copies = {(t, node): i + 1 for i, (t, _, node) in enumerate(crossings)}
+    for n in order:
+        for t in dict.fromkeys(n.inputs):
+            _edge(ax, t, n.name, xy, pos, side, copies.get((t, n.name)), per_row)
+    for n in order:
+        x, y = xy(n.name)
+        kind = side[n.name] if n.op not in ("input", "output") else "end"
+        label = "batch" if n.op == "input" else "result" if n.op == "output" else short_name(n.name)
+        ax.text(x, y, label, ha="center", va="center", fontsize=FONT, color="black", zorder=3, gid=f"node|{n.name}",
+                bbox={"boxstyle": "round,pad=0.35", "fc": FILL[kind], "ec": EDGE[kind], "lw": 1.2})
+
+    n_dev = sum(1 for n in items if n.placement == DEVICE)
+    ups = sum(1 for _, d, _ in crossings if d == "h2d")
+    downs = len(copies) - ups
+    head = title or f"{graph.name}: where each op runs"
+    fig.text(0.01, 1 - 0.12 / height, f"{head} | {n_dev} ops on the device, {len(items) - n_dev} on the host | "
+             f"{len(copies)} PCIe copies ({ups} up, {downs} down: red, numbered)", ha="left", va="top",
+             fontsize="medium")
+    handles = [Patch(fc=FILL[DEVICE], ec=EDGE[DEVICE], label="runs on the device (NPU)"),
+               Patch(fc=FILL[HOST], ec=EDGE[HOST], label="runs on the host (CPU)"),
+               Line2D([], [], color=COPY, lw=1.8, label="PCIe copy (numbered)"),
+               Line2D([], [], color="#969696", lw=0.9, label="tensor stays where it is"),
+               Line2D([], [], color=COPY, lw=0.9, ls=":", label="reads a copy made earlier")]
+    fig.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.01, 0.0), ncols=5, fontsize="small",
+               frameon=False)
+    return fig
+
+
+def _edge(ax, src: str, dst: str, xy, pos, side, number: int | None, per_row: int) -> None:
+    """One edge ``src -> dst``: grey, or red when it crosses sides (thick and numbered when it is the copy)."""
+    (s0, c0), (s1, c1) = pos[src], pos[dst]
+    x0, y0 = xy(src)
+    x1, y1 = xy(dst)
+    cross = side[src] != side[dst]
+    colour, lw, ls = ((COPY, 1.8, "-") if number else (COPY, 0.9, ":")) if cross else ("#969696", 0.9, "-")
+    style = {"arrowstyle": "-|>", "color": colour, "lw": lw, "ls": ls, "shrinkA": 12, "shrinkB": 12,
+             "mutation_scale": 9}
+    gid = "copy" if number else ("copy-reuse" if cross else "edge")
+    if s0 != s1:  # from an earlier strip: enter from the left, at the producer's lane
+        start = (x1 - 0.6, y0 - 3 * (s1 - s0) if cross else y1)
+        badge = ((start[0] + x1) / 2, (start[1] + y1) / 2)
+        ax.annotate("", (x1, y1), start, arrowprops={**style, "shrinkA": 0}, gid=gid, zorder=2)
+        if not (c1 == 0 and c0 == per_row - 1 and s0 == s1 - 1):  # not simply the node before, wrapped
+            below = side[src] == HOST  # host-lane labels below the lane, device-lane ones above
+            ax.text(start[0], start[1] + (-0.18 if below else 0.18), f"from {short_name(src)}", ha="left",
+                    va="top" if below else "bottom", fontsize=FONT - 1.5, color=colour, zorder=2)
+    elif cross and c1 - c0 > 1:  # a long copy runs along the gap between the lanes, not through the boxes
+        mid = (y0 + y1) / 2
+        start = (x1 - 0.5, mid)
+        badge = (x0 + 0.4, mid)
+        ax.plot([x0, x0 + 0.4, x1 - 0.5], [y0 + (0.2 if y1 > y0 else -0.2), mid, mid], color=colour, lw=lw, ls=ls,
+                zorder=2, gid=gid)
+        ax.annotate("", (x1, y1), start, gid=gid, zorder=2, arrowprops={**style, "shrinkA": 0})
+    else:
+        start = (x0, y0)
+        badge = ((x0 + x1) / 2, (y0 + y1) / 2)
+        # a skip inside a lane: an arc above the device lane (below the host lane), at most half a lane high
+        rad = 0.0 if c1 - c0 <= 1 or cross else (-1 if side[dst] == DEVICE else 1) * 0.45 / (c1 - c0)
+        ax.annotate("", (x1, y1), start, gid=gid, zorder=2, arrowprops={**style, "connectionstyle": f"arc3,rad={rad}"})
+    if number:
+        ax.text(*badge, str(number), ha="center", va="center", fontsize=FONT - 1,
+                color="white", fontweight="bold", zorder=4, gid=f"copy|{number}",
+                bbox={"boxstyle": "circle,pad=0.18", "fc": COPY, "ec": "none"})

@@ -1,0 +1,26 @@
+"""The chip benchmark cases run and print figures near the published ones (simulated cycles: exact)."""
+
+import pytest
+
+pytestmark = pytest.mark.core
+
+
+def test_the_8192_squared_add_lands_near_the_published_264_us():
+    from npusim.bench.chip import PUBLISHED_ADD_US, bench_chip_add
+
+    d = bench_chip_add(1)
+    assert d["cores"] == 24 and d["published_us"] == PUBLISHED_ADD_US == 264.0
+    assert 0.9 * PUBLISHED_ADD_US < d["time_us"] < 1.1 * PUBLISHED_ADD_US
+    assert d["achieved_tb_per_s"] <= d["hbm_tb_per_s"]          # reads and writes share one HBM
+    assert d["hbm_bytes"] == 3 * 8192 * 8192 * 2
+
+
+def test_stem_and_stage_cases_report_their_figures():
+    from npusim.bench.chip import RESNET_STAGES, bench_resnet_stages, bench_resnet_stem
+
+    stem = bench_resnet_stem(1)
+    assert 0.15 < stem["mac_utilization"] < 0.2 < 0.85 < stem["issued_mac_utilization"]
+    stages = bench_resnet_stages(1)
+    for hw, c in RESNET_STAGES:
+        row = stages[f"{hw}x{hw}x{c}"]
+        assert row["monotonic"] and len(row["mac_utilization"]) == 4
