@@ -109,7 +109,6 @@ class BaseExplorer:
                  unpin: bool = True, busy: str | None = None) -> None:
         self.fn = fn
         self.busy = busy
-        self.busy = busy
         items = controls.items() if isinstance(controls, Mapping) else [(c.name, c.widget) for c in controls]
         self.controls: dict[str, w.ValueWidget] = dict(items)
         self.dpi = dpi
@@ -125,6 +124,7 @@ class BaseExplorer:
         self.baseline: Any = None
         self.baseline_params: dict[str, Any] | None = None
         self._shown_params: dict[str, Any] | None = None
+        self._pins = 0  # counts baseline changes: part of the cache key
 
         self.status = w.HTML()
         self.output = w.Output(layout={"min_height": "200px"})
@@ -168,7 +168,7 @@ class BaseExplorer:
         self.update()
 
     def _key(self, params: dict[str, Any]):
-        key = (tuple(params.items()), id(self.baseline))
+        key = (tuple(params.items()), self._pins)
         try:
             hash(key)
         except TypeError:
@@ -236,6 +236,7 @@ class BaseExplorer:
         if self.last_profile is None:
             return
         self.baseline, self.baseline_params = self.last_profile, self.params
+        self._pins += 1
         if self.unpin_button is not None:
             self.unpin_button.disabled = False
         self.update(reuse=True)
@@ -243,6 +244,7 @@ class BaseExplorer:
     def unpin(self) -> None:
         """Forget the baseline."""
         self.baseline = self.baseline_params = None
+        self._pins += 1
         if self.unpin_button is not None:
             self.unpin_button.disabled = True
         self.update(reuse=True)
