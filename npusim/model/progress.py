@@ -1,10 +1,13 @@
-"""Progress of a long model run: one line updated in place, in a notebook (a display that is replaced) or a
-terminal (``\\r`` on stderr), and a closing line that stays."""
+"""Progress of a long model run: one line updated in place, in a notebook (a display that is replaced), on
+the status line of the explorer whose redraw started the run, or in a terminal (``\\r`` on stderr), and a
+closing line that stays."""
 
 from __future__ import annotations
 
 import sys
 import time
+
+from ..views.explorer import report_progress
 
 
 def _in_notebook() -> bool:
@@ -28,7 +31,7 @@ class Progress:
         self.t0 = time.perf_counter()
         self._handle = None
         self._closed = not enabled
-        if enabled and _in_notebook():
+        if enabled and _in_notebook() and not report_progress(self._text("starting")):
             from IPython.display import Pretty, display
 
             self._pretty = Pretty
@@ -40,6 +43,8 @@ class Progress:
                 f"{what} ({time.perf_counter() - self.t0:.1f} s)")
 
     def _show(self, text: str, final: bool = False) -> None:
+        if report_progress(text):
+            return
         if self._handle is not None:
             self._handle.update(self._pretty(text))
         else:

@@ -16,6 +16,7 @@ from torch import nn
 
 from .kernels import Launch, Recording, record
 from .modules import NPUConv2d, NPULinear, swap_modules
+from ..views.explorer import report_progress
 
 CLASSES = ("horizontal bar", "vertical bar", "hollow square")
 FP16_TINY = 2.0 ** -24     # the smallest fp16 subnormal: anything below about half of it rounds to 0
@@ -124,6 +125,7 @@ def train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, steps: int = 20
     scale = float(loss_scale)
     try:
         for step in range(steps):
+            report_progress(f"training {run.label}: step {step + 1} of {steps} on the simulator ...")
             i = (step * batch) % max(1, len(x) - batch + 1)
             xb, yb = x[i:i + batch], y[i:i + batch]
             t0 = time.perf_counter()

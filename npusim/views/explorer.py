@@ -39,7 +39,7 @@ from .html import metrics_table
 from .render import png_bytes
 
 __all__ = ["BaseExplorer", "Control", "Explorer", "choice", "control_values", "int_choice", "int_range",
-           "result_chart", "toggle"]
+           "report_progress", "result_chart", "toggle"]
 
 #: Redraws kept per explorer for settings seen before.
 CACHE_SIZE = 32
@@ -51,6 +51,19 @@ _STYLE = ("<style>.npusim-busy img{opacity:.45;transition:opacity .15s}"
           "border:2px solid #57606a;border-top-color:transparent;border-radius:50%;"
           "animation:npusim-spin .8s linear infinite}"
           "@keyframes npusim-spin{to{transform:rotate(360deg)}}</style>")
+
+
+_computing: list["BaseExplorer"] = []   # explorers whose function is running now, innermost last
+
+
+def report_progress(text: str) -> bool:
+    """Show ``text`` on the status line of the explorer whose function is running (a whole-model run or a
+    training loop says how far it got); False when no explorer is computing, and the caller reports its own
+    way."""
+    if not _computing:
+        return False
+    _computing[-1].status.value = f"<div class='npusim-computing'>{html.escape(text)}</div>"
+    return True
 
 
 def png_output(fig: Figure, dpi: float | None = None) -> dict:
@@ -194,6 +207,7 @@ class BaseExplorer:
         doing = self.busy or f"computing {_shown(params)} ..."
         self.status.value = f"<div class='npusim-computing'>{html.escape(doing)}</div>"
         self.output.add_class("npusim-busy")
+        _computing.append(self)
         try:
             last = self.last_result if reuse and params == self._shown_params else None
             redraw = self._compute(params, last)
@@ -201,6 +215,8 @@ class BaseExplorer:
             self.output.remove_class("npusim-busy")
             self._fail(e, params)
             return False
+        finally:
+            _computing.pop()
         if key is not None:
             self._cache[key] = redraw
             while len(self._cache) > self.cache_size:

@@ -100,6 +100,24 @@ def test_explorer_redraws_and_shows_errors(graph):
         nm.ModelExplorer(run, [views.toggle("fold")], charts=("timeline", "breakdown", "op_utilization"))
 
 
+def test_a_model_run_started_by_the_explorer_shows_its_progress_there(graph, capsys):
+    pytest.importorskip("ipywidgets")
+    from npusim import views
+
+    seen = []
+
+    def run(fold: bool):
+        return nm.run_model(nm.optimize(graph, fold_bn=fold), nm.images(1), progress=True)
+
+    ex = nm.ModelExplorer(run, [views.toggle("fold", False)])
+    ex.status.observe(lambda change: seen.append(change["new"]), names="value")
+    ex.controls["fold"].value = True
+    bars = [v for v in seen if "[" in v and "/" in v]
+    assert len(bars) >= len([n for n in graph.nodes if n.op not in ("input", "output")]) // 2, seen[:3]
+    assert "ops simulated in" in " ".join(seen)
+    assert "ops simulated" not in capsys.readouterr().err      # not on the terminal as well
+
+
 @pytest.mark.parametrize("which", ["captured", "optimized", "resnet18"])
 def test_placement_chart_is_readable_and_counts_the_copies(graph, which):
     from matplotlib.text import Text

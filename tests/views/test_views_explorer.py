@@ -218,3 +218,22 @@ def test_busy_message_shows_while_the_function_runs():
     assert explorer.status.value == ""       # cleared once the charts are drawn
     quiet = Explorer(run, [int_choice("n", [256])], charts=())
     assert quiet.busy is None and quiet.status.value == ""
+
+
+def test_long_work_reports_its_progress_on_the_status_line():
+    from npusim.views.explorer import report_progress
+
+    assert report_progress("nobody listens") is False      # outside a redraw the caller reports its own way
+    seen, holder = [], {}
+
+    def run(n: int):
+        for step in range(2):
+            assert report_progress(f"step {step + 1} of 2") is True
+            if "explorer" in holder:
+                seen.append(holder["explorer"].status.value)
+        return run_vector_add(np.ones(n, np.float16), np.ones(n, np.float16), tile=256)
+
+    holder["explorer"] = explorer = Explorer(run, [int_choice("n", [256, 512])], charts=())
+    explorer.controls["n"].value = 512
+    assert ["step 1 of 2" in seen[0], "step 2 of 2" in seen[1]] == [True, True], seen
+    assert explorer.status.value == "" and report_progress("after") is False
