@@ -46,6 +46,8 @@ POSITIONS = {"UB": "VECIN/VECOUT/VECCALC", "L1": "A1/B1", "L0A": "A2", "L0B": "B
 
 
 def local(t, op: str, what: str, memories: tuple[str, ...]) -> LocalTensor:
+    if type(t) is LocalTensor and t.slot.memory.name in memories:
+        return t
     need = "/".join(memories)
     at = "/".join(POSITIONS[m] for m in memories)
     if not isinstance(t, LocalTensor):

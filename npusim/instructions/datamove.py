@@ -364,7 +364,7 @@ def _nd2nz(core, dst, src, p: Nd2NzParams, site) -> None:
     mat_stride = p.dst_nz_matrix_stride or d1 * c0_stride * c0
     src_mat = p.src_nd_matrix_stride
     src.check_range(0, (nd - 1) * src_mat + (n - 1) * src_d + d, op, site)
-    dst.check_usable(op, site, 0, (nd - 1) * mat_stride + (d1 - 1) * c0_stride * c0 + rows * c0, hint=(
+    dst.check_usable(op, site, 0, (nd - 1) * mat_stride + (d1 - 1) * c0_stride * c0 + rows * c0, hint=lambda: (
         f"Nd2Nz pads each matrix to whole 16 x C0 fractals: n_value={n} rows become {rows}, d_value={d} columns "
         f"{d1 * c0} (C0 = {c0} for {src.dtype.name}), so each matrix takes {rows} x {d1 * c0} = "
         f"{rows * d1 * c0} elements in L1; size the buffer for ceil(n/16)*16 x ceil(d/C0)*C0 elements per matrix"))
