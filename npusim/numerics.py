@@ -131,16 +131,22 @@ def mmad(c_nz: np.ndarray, a_zz: np.ndarray, b_zn: np.ndarray, k: int, accumulat
     if k < k1 * k0:
         A[:, k:] = 0
         B[k:, :] = 0
-    old = c_nz.transpose(1, 2, 0, 3).reshape(m1 * 16, n1 * 16) if accumulate else None
     with np.errstate(all="ignore"):  # padding may hold garbage; it stays in padding
+        if acc_t == np.float32:
+            # exact for fp16/bf16 inputs; rounded once into the fp32 accumulator: the float64 sum with the
+            # old value, cast to fp32 as it is stored, in L0C's NZ order (no transposed copies of C)
+            nz = (A @ B).reshape(m1, 16, n1, 16).transpose(2, 0, 1, 3)
+            if accumulate:
+                np.add(nz, c_nz, out=c_nz, casting="unsafe")
+            else:
+                c_nz[...] = nz
+            return
+        old = c_nz.transpose(1, 2, 0, 3).reshape(m1 * 16, n1 * 16) if accumulate else None
         if acc_t == int32:
             out = (A @ B).astype(np.int64)
             if accumulate:
                 out += old
             out = out.astype(np.int32)  # wraps modulo 2**32 like the int32 accumulator
-        elif acc_t.itemsize >= 4:
-            out = A @ B  # exact for fp16/bf16 inputs; rounded once into the fp32 accumulator
-            out = (out + old).astype(acc_t) if accumulate else out.astype(acc_t)
         else:  # fp16 accumulator: rounded after every K0 block, which is where its error grows
             parts = np.matmul(A.reshape(-1, k1, k0).transpose(1, 0, 2),
                               B.reshape(k1, k0, -1)).astype(acc_t)
