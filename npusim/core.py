@@ -59,7 +59,7 @@ def get_block_num() -> int:
 class Memory:
     """One on-chip memory of one core: a byte array, a bump allocator, and an access tracker."""
 
-    __slots__ = ("name", "capacity", "buf", "top", "allocations", "tracker", "core")
+    __slots__ = ("name", "capacity", "buf", "top", "allocations", "tracker", "core", "version", "operands")
 
     def __init__(self, core: "Core", name: str, capacity: int):
         self.core = core
@@ -71,6 +71,10 @@ class Memory:
         self.allocations: list[tuple[int, int, str, object]] = []  # (addr, nbytes, label, TQue/TBuf)
         self.tracker = (AccessTracker(name, capacity, self, initcheck.InitMap(self) if initcheck.ENABLED else None)
                         if core.check else None)
+        # L0A/L0B: ``version`` counts the instructions that wrote the memory (load_data, load_data_3d: the
+        # only writers of L0A and L0B); ``operands`` holds Mmad operands converted since the last write
+        self.version = 0
+        self.operands: dict = {}
 
     def allocate(self, nbytes: int, align: int, label: str, owner=None) -> int:
         addr = -(-self.top // align) * align
@@ -87,6 +91,12 @@ class Memory:
         self.allocations.append((addr, nbytes, label, owner))
         self.top = addr + nbytes
         return addr
+
+    def written(self) -> None:
+        """An instruction wrote this memory: operands converted from it before are stale."""
+        self.version += 1
+        if self.operands:
+            self.operands.clear()
 
     def describe(self, lo: int, hi: int) -> str:
         """`` (VECIN buffer 'q'[0])`` for the buffer holding byte ``lo``, for messages."""

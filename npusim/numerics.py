@@ -114,9 +114,24 @@ def _to_f64(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float64)
 
 
-def mmad(c_nz: np.ndarray, a_zz: np.ndarray, b_zn: np.ndarray, k: int, accumulate: bool) -> None:
+def logical_a(a_zz: np.ndarray) -> np.ndarray:
+    """The float64 (M, K') matrix of ZZ fractals (M1, K1, 16, K0), converted while being rearranged
+    (exact for every input type, and int8 sums stay exact below 2**53)."""
+    m1, k1, _, k0 = a_zz.shape
+    return _to_f64(a_zz.transpose(0, 2, 1, 3)).reshape(m1 * 16, k1 * k0)
+
+
+def logical_b(b_zn: np.ndarray) -> np.ndarray:
+    """The float64 (K', N) matrix of ZN fractals (K1, N1, 16, K0), like :func:`logical_a`."""
+    k1, n1, _, k0 = b_zn.shape
+    return _to_f64(b_zn.transpose(0, 3, 1, 2)).reshape(k1 * k0, n1 * 16)
+
+
+def mmad(c_nz: np.ndarray, a_zz: np.ndarray, b_zn: np.ndarray, k: int, accumulate: bool,
+         a: np.ndarray | None = None, b: np.ndarray | None = None) -> None:
     """The Cube on whole fractals, in place: ``C [+]= A @ B`` with A as ZZ (M1, K1, 16, K0), B as ZN
-    (K1, N1, 16, K0) and C as NZ (N1, M1, 16, 16), accumulation as in the module doc.
+    (K1, N1, 16, K0) and C as NZ (N1, M1, 16, 16), accumulation as in the module doc. ``a``, ``b``: their
+    :func:`logical_a` / :func:`logical_b` when the caller has them already (left unchanged).
 
     Only the first ``k`` elements along K count (the K0 tail of the last fractal is ignored); all output
     fractals are written, padding rows and columns included, as the hardware computes whole fractals.
@@ -124,11 +139,11 @@ def mmad(c_nz: np.ndarray, a_zz: np.ndarray, b_zn: np.ndarray, k: int, accumulat
     m1, k1, _, k0 = a_zz.shape
     n1 = b_zn.shape[1]
     acc_t = c_nz.dtype
-    # logical A (M, K') and B (K', N) in float64 (exact for every input type, and int8 sums stay exact
-    # below 2**53), converted while being rearranged
-    A = _to_f64(a_zz.transpose(0, 2, 1, 3)).reshape(m1 * 16, k1 * k0)
-    B = _to_f64(b_zn.transpose(0, 3, 1, 2)).reshape(k1 * k0, n1 * 16)
+    A = logical_a(a_zz) if a is None else a
+    B = logical_b(b_zn) if b is None else b
     if k < k1 * k0:
+        A = A.copy()
+        B = B.copy()
         A[:, k:] = 0
         B[k:, :] = 0
     with np.errstate(all="ignore"):  # padding may hold garbage; it stays in padding

@@ -35,11 +35,16 @@ def _is_internal(filename: str) -> bool:
 def call_site() -> tuple[str, int]:
     """(file, line) of the innermost frame outside the simulator itself: the kernel's own line."""
     f = sys._getframe(1)
-    while f is not None and _is_internal(f.f_code.co_filename):
+    cache = _internal_cache
+    while f is not None:
+        name = f.f_code.co_filename
+        internal = cache.get(name)
+        if internal is None:
+            internal = _is_internal(name)
+        if not internal:
+            return (name, f.f_lineno)
         f = f.f_back
-    if f is None:
-        return ("<unknown>", 0)
-    return (f.f_code.co_filename, f.f_lineno)
+    return ("<unknown>", 0)
 
 
 def format_site(site: tuple[str, int]) -> str:

@@ -463,6 +463,7 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams) -> N
         dv[...] = sv.reshape(p.repeat_times, 16, 16).transpose(0, 2, 1).reshape(p.repeat_times, e)
     else:
         dv[...] = sv
+    dst.slot.memory.written()
     nbytes = p.repeat_times * F
     l0 = dst.slot.memory.name
     rate = core.cfg.l1_to_l0a_bytes_per_cycle if l0 == "L0A" else core.cfg.l1_to_l0b_bytes_per_cycle
@@ -547,6 +548,7 @@ def load_data_3d(dst: LocalTensor, src: LocalTensor, params: LoadData3DParams) -
     m1, k1 = p.m_extension // 16, p.k_extension // c0
     dst.view()[:p.m_extension * p.k_extension].reshape(m1, k1, 16, c0)[...] = \
         mat.reshape(m1, 16, k1, c0).transpose(0, 2, 1, 3)
+    dst.slot.memory.written()
     nbytes = p.m_extension * p.k_extension * isz
     core.issue(pipe, costs.onchip_cycles(core.cfg, nbytes, core.cfg.l1_to_l0a_bytes_per_cycle), op, nbytes, site)
     core.add_bytes("L1->L0A", nbytes)

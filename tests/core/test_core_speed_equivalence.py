@@ -206,3 +206,46 @@ def test_memoised_dma_parts_equal_the_cost_formula(addr, count, nbytes, stride):
         fixed, weighted, moved = ms.dma_parts(a, count, nbytes, stride)
         assert (fixed, weighted) == costs.gm_dma_parts(cfg, a, count, nbytes, stride)
         assert moved == count * -(-nbytes // g0) * g0
+
+
+# --- Mmad operands converted once per content of L0A/L0B ---------------------------------------------
+def _reloads(a_zz, b_zn, c):
+    """Mmad with A and B resident, then with new A fractals in the same L0A tensor (load_data), then with
+    new B fractals through load_data_3d's sibling path (load_data into L0B): each result is drained."""
+    import npusim as ns
+
+    H = ns.HardEvent
+    pipe = ns.TPipe()
+    l1, l0a, l0b, l0c = (ns.TBuf(p) for p in (ns.TPosition.A1, ns.TPosition.A2, ns.TPosition.B2, ns.TPosition.CO1))
+    for buf, n in ((l1, 4 * 512), (l0a, 512), (l0b, 512), (l0c, 1024)):
+        pipe.init_buffer(buf, n)
+    src, a, b, acc = l1.get(ns.float16), l0a.get(ns.float16), l0b.get(ns.float16), l0c.get(ns.float32)
+    ns.data_copy(src, a_zz, 4 * 256)
+    ns.set_flag(H.MTE2_MTE1, 0)
+    ns.wait_flag(H.MTE2_MTE1, 0)
+    for step, (fa, fb) in enumerate(((0, 1), (0, 1), (2, 1), (2, 3))):
+        ns.load_data(a, src, ns.LoadData2DParams(start_index=fa))
+        ns.load_data(b, src, ns.LoadData2DParams(start_index=fb, if_transpose=True))
+        ns.set_flag(H.MTE1_M, 0)
+        ns.wait_flag(H.MTE1_M, 0)
+        ns.mmad(acc, a, b, ns.MmadParams(16, 16, 16))
+        ns.set_flag(H.M_FIX, 0)
+        ns.wait_flag(H.M_FIX, 0)
+        ns.fixpipe(c[step * 256:], acc, ns.FixpipeParams(16, 16))
+        ns.set_flag(H.FIX_M, 0)
+        ns.wait_flag(H.FIX_M, 0)
+        ns.set_flag(H.M_MTE1, 0)
+        ns.wait_flag(H.M_MTE1, 0)
+
+
+def test_an_mmad_operand_rewritten_in_l0_is_converted_again():
+    import npusim as ns
+
+    rng = np.random.default_rng(5)
+    fr = rng.standard_normal((4, 16, 16)).astype(np.float16)   # four 16 x 16 fractals
+    c = np.zeros(4 * 256, np.float32)
+    ns.launch(_reloads, 1, fr.reshape(-1), np.zeros(1, np.float16), c)
+    got = c.reshape(4, 16, 16)
+    f = fr.astype(np.float64)
+    for step, (fa, fb) in enumerate(((0, 1), (0, 1), (2, 1), (2, 3))):
+        assert np.array_equal(got[step], (f[fa] @ f[fb]).astype(np.float32)), step   # B: fractal fb, transposed into ZN
