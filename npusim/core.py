@@ -148,7 +148,10 @@ class Core:
         self.vector_ops = 0         # vector element operations
         self.vector_ideal_cycles = 0.0
         self.occupancy: list[tuple[float, str, int]] = []  # (time, memory, +/- bytes) of live tensors
-        self._issue_rec = -1  # index in records of the scalar unit's current run of issue work
+        # the scalar unit's current run of issue work: a list in ``records`` while it may grow, made a
+        # tuple like every record by finish() (``_issue_runs``: where the runs are)
+        self._issue_run: list | None = None
+        self._issue_runs: list[int] = []
         self.n_buffers = 0
         self.queues: list = []
 
@@ -197,16 +200,16 @@ class Core:
         barrier). Back-to-back issue work is one ``ISSUE`` bar on the S lane of the timeline."""
         c = self.issue_cost
         t = self.scalar_t
-        self.scalar_t = t + c
+        self.scalar_t = end = t + c
         self.busy[0] += c
-        i = self._issue_rec
-        recs = self.records
-        if i >= 0 and recs[i][2] == t:
-            r = recs[i]
-            recs[i] = (0, r[1], t + c, ISSUE, r[4] + 1, r[5])
+        run = self._issue_run
+        if run is not None and run[2] == t:
+            run[2] = end
+            run[4] += 1
         else:
-            self._issue_rec = len(recs)
-            recs.append((0, t, t + c, ISSUE, 1, ("", 0)))
+            self._issue_run = run = [0, t, end, ISSUE, 1, ("", 0)]
+            self._issue_runs.append(len(self.records))
+            self.records.append(run)
 
     def epoch(self, pipe: int) -> list:
         """Start a new instruction on ``pipe`` for the race checker; returns the pipe's vector clock."""
@@ -320,6 +323,11 @@ class Core:
                 where=format_site(site), event=event, event_id=eid), self.mode)
         for q in self.queues:
             q._check_at_end()
+        recs = self.records
+        for i in self._issue_runs:
+            recs[i] = tuple(recs[i])
+        self._issue_run = None
+        self._issue_runs.clear()
         return max(max(self.pipe_free), self.scalar_t)
 
 
