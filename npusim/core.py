@@ -59,7 +59,7 @@ def get_block_num() -> int:
 class Memory:
     """One on-chip memory of one core: a byte array, a bump allocator, and an access tracker."""
 
-    __slots__ = ("name", "capacity", "buf", "top", "allocations", "tracker", "core", "version", "operands")
+    __slots__ = ("name", "capacity", "buf", "top", "allocations", "tracker", "core", "operands")
 
     def __init__(self, core: "Core", name: str, capacity: int):
         self.core = core
@@ -71,9 +71,8 @@ class Memory:
         self.allocations: list[tuple[int, int, str, object]] = []  # (addr, nbytes, label, TQue/TBuf)
         self.tracker = (AccessTracker(name, capacity, self, initcheck.InitMap(self) if initcheck.ENABLED else None)
                         if core.check else None)
-        # L0A/L0B: ``version`` counts the instructions that wrote the memory (load_data, load_data_3d: the
-        # only writers of L0A and L0B); ``operands`` holds Mmad operands converted since the last write
-        self.version = 0
+        # L0A/L0B: the Mmad operands converted from this memory since an instruction last wrote it
+        # (load_data and load_data_3d, the only writers of L0A and L0B, call written())
         self.operands: dict = {}
 
     def allocate(self, nbytes: int, align: int, label: str, owner=None) -> int:
@@ -94,7 +93,6 @@ class Memory:
 
     def written(self) -> None:
         """An instruction wrote this memory: operands converted from it before are stale."""
-        self.version += 1
         if self.operands:
             self.operands.clear()
 
