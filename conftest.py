@@ -8,6 +8,9 @@ import re
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")  # in-process tests draw without a display
+# The Cube's numerics are many small float64 matmuls: BLAS threads only contend on a 2-core machine
+# (measured 30-100x slower per Mmad under load). Notebook kernels started by the tests inherit this.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # Checks raise CheckFailed (instead of printing and letting the notebook go on), so that nbval on solutions/
 # and the in-process check tests fail on a failing check. The unsolved-lab runner turns it off.
 os.environ["NPUSIM_STRICT"] = "1"

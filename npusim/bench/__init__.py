@@ -1,9 +1,10 @@
 """``npusim bench``: how fast the simulator runs, beside the same tile loop in plain numpy (the floor).
 
-The cases live in this package, one module per area (``core``: vector add and matmul; ``conv``; ``views``:
-the explorer's redraw), each a function ``repeat -> dict`` decorated with :func:`case`; :func:`load`
-imports every module here, so a new case is a new module (or function) in ``npusim/bench/``. The cases
-import the code they measure; nothing below this package imports it.
+The cases live in this package, one module per area (``core``: vector add and matmul; ``conv``;
+``explorers``: the redraw of every lab's explorer, one case per lab found from ``solutions/``), each a
+function ``repeat -> dict`` decorated with :func:`case`; :func:`load` imports every module here, so a new
+case is a new module (or function) in ``npusim/bench/``. The cases import the code they measure; nothing
+below this package imports it.
 
 Each case prints one JSON object per line: ``kernel``, ``sim_s`` (median wall seconds per launch with
 numerics, timing and sanitizer on), ``numpy_s`` (median of the numpy floor), ``ratio = sim_s / numpy_s``,
@@ -21,6 +22,7 @@ import importlib
 import json
 import pkgutil
 import statistics
+import sys
 import time
 from typing import Callable
 
@@ -80,17 +82,34 @@ def line(kernel: str, sim_s: float, numpy_s: float, profile, **extra) -> dict:
 
 
 def run(repeat: int = 5, only: list[str] | None = None) -> int:
-    """Print one JSON line per case (all but the slow ones, or those named in ``only``); 2 if a name is
-    unknown."""
+    """Print one JSON line per case (all but the slow ones, or those named in ``only``), with progress on
+    stderr; 2 if a name is unknown, 1 if a case failed (its line says why)."""
     cases = load()
     names = only or [n for n in cases if n not in SLOW]
     unknown = [n for n in names if n not in cases]
     if unknown:
         print(json.dumps({"error": f"unknown case(s) {unknown}; known: {sorted(cases)}"}))
         return 2
-    for name in names:
-        print(json.dumps(cases[name](repeat)), flush=True)
-    return 0
+    failed = 0
+    for i, name in enumerate(names, 1):
+        print(f"[{i}/{len(names)}] {name} ...", file=sys.stderr, flush=True)
+        try:
+            out = cases[name](repeat)
+        except Exception as e:  # noqa: BLE001 - one broken case must not hide the others' figures
+            out = {"kernel": name, "error": f"{type(e).__name__}: {e}"}
+        failed += "error" in out
+        print(json.dumps(out), flush=True)
+    return 1 if failed else 0
+
+
+def describe() -> str:
+    """Every case with the first line of its docstring (for ``npusim bench --help``)."""
+    lines = []
+    for name, fn in load().items():
+        doc = (fn.__doc__ or "").strip().splitlines()
+        slow = " (slow: only with --only)" if name in SLOW else ""
+        lines.append(f"  {name:26s} {doc[0] if doc else ''}{slow}")
+    return "\n".join(lines)
 
 
 def load() -> dict[str, Callable[[int], dict]]:

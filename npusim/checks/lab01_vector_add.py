@@ -150,7 +150,7 @@ def vector_add(kernel) -> None:
                  f"fp32); two buffers {times[1].total_cycles / times[2].total_cycles:.2f}x faster than one")
 
 
-TARGET_ROOFLINE = 0.85
+TARGET_ROOFLINE = 0.84
 FAST_TOTAL = 1 << 20
 
 
@@ -198,7 +198,7 @@ def _miss_causes(kernel, x, y, tile: int, bufs: int, prof) -> str:
 
 def vector_add_fast(kernel, settings) -> None:
     """Lab 01, exercise 2: with ``settings() -> (tile, buffer_num)``, the learner's ``kernel`` is correct and
-    reaches 85 % of the GM roofline on 1,048,576 fp16 elements on one core."""
+    reaches 84 % of the GM roofline on 1,048,576 fp16 elements on one core."""
     __tracebackhide__ = True
     name = "vector_add_fast"
     tile, bufs = _settings(name, settings)

@@ -67,6 +67,7 @@ _TILING_FIXED = [
     (16, 128, 1024, np.float16, False, a2), (300, 384, 256, np.float16, False, a2),
     (513, 256, 128, np.int8, True, a2), (200, 200, 200, np.float16, False, classic),
     (64, 2000, 48, np.int8, False, a2), (128, 512, 256, np.float16, False, _SMALL_L0),
+    (1024, 1024, 256, np.float16, False, _SMALL_L0),  # the fastest block sizes for a2 do not fit this core
 ]
 
 
@@ -128,6 +129,12 @@ def _legal(t: Any, ctx: InferContext) -> str:
     if key and (blocks.base_k % 32 or blocks.base_n % 16):
         return (f"blocks={blocks}: the int8 kernel reads w as packed ZN fractals of 16 columns x 32 rows, so "
                 f"base_k must be a multiple of 32 (K0 for int8) and base_n of 16")
+    (m, _), (_, n) = ctx.input_shapes[0], ctx.input_shapes[1]
+    work = len(blocks.regions(m, n))
+    if t.block_dim > work:
+        return (f"block_dim={t.block_dim}, but blocks={blocks} cut the {m} x {n} output into {work} tile(s): "
+                f"{t.block_dim - work} of the cores you launch would have nothing to do (they are held for the "
+                f"launch all the same). Launch at most one block per output tile.")
     try:
         blocks.check(cfg, dt.name, "float32")
     except CapacityError as e:

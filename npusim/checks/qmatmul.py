@@ -83,7 +83,7 @@ def predict_cycles(blocks: MatmulTiling, m: int, n: int, k: int, dtype: str, con
     """The cost model's prediction of the kernel's cycles with ``blocks`` on ``block_dim`` cores (no
     simulation: MTE2, MTE1 and the Cube per K step, overlapped with two buffers)."""
     dt = np.dtype(dtype)
-    return estimate_matmul_cycles(blocks, m, n, k, dt.itemsize, dt.name, config, block_dim)
+    return estimate_matmul_cycles(blocks, m, n, k, dt, config, block_dim, b_packed=dt == np.int8)
 
 
 # --- the reference of each exercise --------------------------------------------------------------------

@@ -164,14 +164,22 @@ def _img2col_with(g: ConvGeometry, cfg, epilogue: Epilogue | None, cb: int) -> t
                               f"FRACTAL_Z ({w_res} B) is streamed from GM, one (k_tile x cout_block) piece per Mmad")
                + (f"; estimated GM reads {est:,} B, against {alt[0][0]:,} B the other way" if alt else
                   "" if resident else " (keeping it would leave no room for a band)"))
-    why.append(f"m_tile={m_tile}: {positions} positions per band in {ceil_div(positions, m_tile)} equal Mmad tiles;"
+    n_m = ceil_div(positions, m_tile)
+    last_m = positions - (n_m - 1) * m_tile
+    cut = ("one Mmad tile" if n_m == 1 else f"{n_m} Mmad tiles of {m_tile}" + (
+        "" if last_m == m_tile else f", the last {last_m} (computed as {ceil_div(last_m, 16) * 16}: the Cube "
+                                    f"works on whole 16-row fractals)"))
+    why.append(f"m_tile={m_tile}: {positions} positions per band in {cut};"
                f" at most {m_cap} (" + (f"two {m_cap}x{cout_block} fp32 accumulators fill L0C {cfg.l0c_bytes} B"
                                         if m_cap == m_cap_l0c else "capped at 256, a large enough Mmad"
                                         if m_cap == 256 else f"the drain through UB ({cfg.ub_bytes} B) holds an "
                                         f"fp32 tile and three output-dtype copies" + (" and a tile of repeated fp32 "
                                         "scales" if per_channel else "")) + ")")
-    why.append(f"k_tile={k_tile}: K = C1b*Kh*Kw*C0 = {k_block} per Cin block in {ceil_div(k_block, k_tile)} equal "
-               f"steps, bounded by double-buffered {m_tile}x{k_tile} im2col tiles in L0A ({cfg.l0a_bytes} B) and "
+    n_k = ceil_div(k_block, k_tile)
+    last_k = k_block - (n_k - 1) * k_tile
+    why.append(f"k_tile={k_tile}: K = C1b*Kh*Kw*C0 = {k_block} per Cin block in {n_k} step(s)"
+               + ("" if last_k == k_tile else f", the last {last_k}")
+               + f", bounded by double-buffered {m_tile}x{k_tile} im2col tiles in L0A ({cfg.l0a_bytes} B) and "
                f"{k_tile}x{cout_block} weight tiles in L0B ({cfg.l0b_bytes} B)")
     if shrunk:
         why.append(f"shrunk {', '.join(dict.fromkeys(shrunk))} until everything fit")

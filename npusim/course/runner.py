@@ -28,10 +28,11 @@ class CellResult:
 
 def run_notebook(path: str | Path, *, timeout: float = 120, cwd: str | Path | None = None,
                  stop_on: set[str] | None = None, strict: bool = False,
-                 env: dict[str, str] | None = None) -> list[CellResult]:
-    """Execute every code cell of ``path`` in order in a new kernel of this Python; never raises for a
-    failing cell. ``stop_on``: error names after which to stop (e.g. a timeout leaves the kernel busy).
-    ``strict``: failing checks raise (as under grading); off, the notebook behaves as for a learner."""
+                 env: dict[str, str] | None = None, cells: int | None = None) -> list[CellResult]:
+    """Execute every code cell of ``path`` (or its first ``cells`` code cells) in order in a new kernel of
+    this Python; never raises for a failing cell. ``stop_on``: error names after which to stop (e.g. a
+    timeout leaves the kernel busy). ``strict``: failing checks raise (as under grading); off, the notebook
+    behaves as for a learner."""
     from jupyter_client.manager import start_new_kernel
 
     nb = nbformat.read(path, as_version=4)
@@ -46,6 +47,8 @@ def run_notebook(path: str | Path, *, timeout: float = 120, cwd: str | Path | No
         for i, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
+            if cells is not None and len(results) >= cells:
+                break
             res = CellResult(i, cell.get("id", ""), list(cell.get("metadata", {}).get("tags", [])),
                              cell.source, "ok")
             t0 = time.perf_counter()

@@ -45,12 +45,13 @@ def _percent(profile: ModelProfile) -> str:
 
 # --- timeline --------------------------------------------------------------------------------------
 
-def timeline(profile: ModelProfile, title: str | None = None) -> Figure:
+def timeline(profile: ModelProfile, title: str | None = None, baseline: ModelProfile | None = None) -> Figure:
     """The inference on one time axis: a lane each for host ops, kernel launches, PCIe copies and device
     kernels (``profile.events``), coloured by breakdown category. Spans thinner than a pixel are drawn
-    as thin lines so that short kernels stay visible; host ops and copies wide enough carry their node."""
+    as thin lines so that short kernels stay visible; host ops and copies wide enough carry their node.
+    ``baseline``: the axis spans the longer of the two and a dashed line marks where the baseline ended."""
     (prof,) = _profiles(profile)
-    t_end = prof.model_time_us or 1.0
+    t_end = max(prof.model_time_us, baseline.model_time_us if baseline is not None else 0.0) or 1.0
     fig = _figure(10.0, 3.3)
     ax = fig.add_axes((0.12, 0.2, 0.86, 0.56))
     min_w = t_end / 700  # about one pixel
@@ -72,13 +73,19 @@ def timeline(profile: ModelProfile, title: str | None = None) -> Figure:
     ax.set_yticklabels([_LANE_LABELS[lane] for lane in LANES][::-1])
     ax.set_ylim(-0.6, len(LANES) - 0.4)
     ax.set_xlim(0, t_end * 1.01)
+    if baseline is not None:
+        ax.axvline(baseline.model_time_us, color="#222222", ls="--", lw=1.2, gid="baseline_end")
+        ax.annotate("baseline end", (baseline.model_time_us, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(0, 2), textcoords="offset points", fontsize="x-small", va="bottom", ha="center",
+                    annotation_clip=False)
     ax.xaxis.set_major_locator(MaxNLocator(8))
     ax.set_xlabel("time since the batch was on the host (us)")
     ax.grid(axis="x", alpha=0.3)
     head = title or f"{prof.label}: whole-model timeline, batch {prof.batch}"
     ax.set_title(f"{head}\nmodel time {prof.model_time_us:,.0f} us | device busy {prof.device_busy_ratio:.1%} | "
                  f"Cube utilisation {prof.mac_utilization:.2%} | {prof.launches} launches, "
-                 f"{prof.uploads + prof.downloads} copies", loc="left", fontsize="medium")
+                 f"{prof.uploads + prof.downloads} copies", loc="left", fontsize="medium",
+                 pad=14)  # room for the baseline's label
     handles = [Patch(color=COLOURS[c], label=LABELS[c]) for c in CATEGORIES if c != "idle"]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, -0.22), ncols=4, fontsize="small",
               frameon=False)

@@ -4,35 +4,27 @@ model charts and a metrics table.
 It mirrors :class:`npusim.views.Explorer` (same controls: ``views.toggle``, ``views.int_choice``,
 ``views.choice``) for functions that return a :class:`~npusim.model.metrics.ModelProfile`. The first
 successful run is the **baseline**: the ``"breakdown"`` chart draws it beside the current setting and the
-table gives the speed-up. ``pin()`` makes the current run the baseline. A function that raises shows the
-error's message and keeps the previous charts.
+table gives the speed-up. ``pin()`` makes the current run the baseline. As there, it says "computing ..."
+while it works, keeps the previous charts until the new ones are ready (or when the function raises, showing
+its message) and caches the redraws of settings seen before.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import time
 from typing import Any, Callable, Mapping, Sequence
 
 import ipywidgets as w
 from matplotlib.figure import Figure
 
-from ..errors import NpuSimError, UsageError
-from ..views.explorer import Control
-from .charts import CHARTS, breakdown
+from ..errors import UsageError
+from ..views.explorer import CACHE_SIZE, BaseExplorer, Control, Redraw, png_output
+from .charts import CHARTS, breakdown, timeline
 from .metrics import CATEGORIES, LABELS, ModelProfile
 from ..tables import html_table
 
 MAX_CHARTS = 2
-
-
-def _png(fig: Figure, dpi: float | None) -> dict:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
-    return {"output_type": "display_data", "metadata": {},
-            "data": {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"), "text/plain": repr(fig)}}
 
 
 def metrics_rows(profile: ModelProfile, baseline: ModelProfile | None = None) -> list[tuple[str, str, str]]:
@@ -52,41 +44,21 @@ def metrics_rows(profile: ModelProfile, baseline: ModelProfile | None = None) ->
     return rows
 
 
-class ModelExplorer:
+class ModelExplorer(BaseExplorer):
     """Controls bound to ``fn(**params) -> ModelProfile`` (see the module docstring).
 
     ``charts``: up to two of ``"timeline"``, ``"breakdown"``, ``"op_utilization"`` or callables
     ``ModelProfile -> Figure``. For tests: ``controls`` (name -> widget), ``redraws``, ``last_profile``,
-    ``last_error``, ``last_figures``, ``baseline``, ``last_seconds``.
+    ``last_error``, ``last_figures``, ``baseline``, ``last_seconds``, ``last_timing``.
     """
 
     def __init__(self, fn: Callable[..., ModelProfile], controls: Sequence[Control] | Mapping[str, w.ValueWidget],
                  charts: Sequence[Any] = ("timeline", "breakdown"), title: str | None = None,
-                 dpi: float | None = None) -> None:
+                 dpi: float | None = None, cache: int = CACHE_SIZE) -> None:
         if len(charts) > MAX_CHARTS:
             raise UsageError(f"a model explorer shows at most {MAX_CHARTS} charts, got {len(charts)}")
-        self.fn = fn
-        items = controls.items() if isinstance(controls, Mapping) else [(c.name, c.widget) for c in controls]
-        self.controls: dict[str, w.ValueWidget] = dict(items)
         self.charts = [self._chart(c) for c in charts]
-        self.dpi = dpi
-        self.redraws = 0
-        self.last_profile: ModelProfile | None = None
-        self.last_error: BaseException | None = None
-        self.last_figures: dict[str, Figure] = {}
-        self.baseline: ModelProfile | None = None
-        self.last_seconds = 0.0
-        self.status = w.HTML()
-        self.output = w.Output(layout={"min_height": "200px"})
-        self.table = w.HTML()
-        self.pin_button = w.Button(description="pin as baseline", icon="thumb-tack")
-        self.pin_button.on_click(lambda _: self.pin())
-        head = [w.HTML(f"<b>{html.escape(title)}</b>")] if title else []
-        self.widget = w.VBox(head + [w.HBox(list(self.controls.values()), layout={"flex_flow": "row wrap"}),
-                                     self.pin_button, self.status,
-                                     w.HBox([self.output, self.table], layout={"align_items": "flex-start"})])
-        for widget in self.controls.values():
-            widget.observe(lambda _: self.update(), names="value")
+        super().__init__(fn, controls, title=title, dpi=dpi, cache=cache, unpin=False)
         self.update()
 
     @staticmethod
@@ -98,51 +70,35 @@ class ModelExplorer:
         return spec, CHARTS[spec]
 
     @property
-    def params(self) -> dict[str, Any]:
-        return {name: widget.value for name, widget in self.controls.items()}
+    def last_seconds(self) -> float:
+        """Seconds of the last redraw."""
+        return sum(self.last_timing.values())
 
-    def _draw(self, name: str, chart: Callable, prof: ModelProfile) -> Figure:
+    def _draw(self, chart: Callable, prof: ModelProfile) -> Figure:
         if chart is breakdown:
             base = self.baseline if self.baseline is not None else prof
             return breakdown([base, prof], ["baseline", "current"])
+        if chart is timeline and self.baseline is not None and self.baseline is not prof:
+            return timeline(prof, baseline=self.baseline)
         return chart(prof)
 
-    def update(self) -> bool:
-        """Run ``fn(**params)`` and redraw; on an error show it and keep the previous charts."""
-        params = self.params
+    def _compute(self, params: dict[str, Any], result: Any = None) -> Redraw:
         t0 = time.perf_counter()
-        shown = ", ".join(f"{k}={v!r}" for k, v in params.items())
-        self.status.value = f"<i>running {html.escape(shown)} ...</i>"  # a whole model takes seconds
-        try:
-            prof = self.fn(**params)
-            if not isinstance(prof, ModelProfile):
-                raise UsageError(f"the explored function returned {type(prof).__name__}, not a ModelProfile")
-            if self.baseline is None:
-                self.baseline = prof
-            figs = {name: self._draw(name, chart, prof) for name, chart in self.charts}
-            outputs = tuple(_png(f, self.dpi) for f in figs.values())
-            table = html_table(metrics_rows(prof, self.baseline), ("metric", "current", "baseline"))
-        except Exception as e:  # noqa: BLE001 - shown in the widget; the kernel must not die
-            self.last_error = e
-            text = str(e) if isinstance(e, NpuSimError) else f"{type(e).__name__}: {e}"
-            self.status.value = (f"<div style='border-left:4px solid #cf222e;padding:4px 8px;background:#fff5f5'>"
-                                 f"<b>{html.escape(type(e).__name__)}</b> with {html.escape(shown)} (charts below "
-                                 f"are from the last valid setting)<pre style='white-space:pre-wrap'>"
-                                 f"{html.escape(text)}</pre></div>")
-            return False
-        self.output.outputs = outputs
-        self.table.value = table
-        self.last_profile, self.last_figures, self.last_error = prof, figs, None
-        self.last_seconds = time.perf_counter() - t0
-        self.status.value = f"<small>{html.escape(shown)}: {self.last_seconds:.1f} s</small>"
-        self.redraws += 1
-        return True
+        prof = self.fn(**params) if result is None else result
+        if not isinstance(prof, ModelProfile):
+            raise UsageError(f"the explored function returned {type(prof).__name__}, not a ModelProfile")
+        if self.baseline is None:
+            self.baseline = prof  # the first setting is the baseline
+        t1 = time.perf_counter()
+        figs = {name: self._draw(chart, prof) for name, chart in self.charts}
+        t2 = time.perf_counter()
+        outputs = tuple(png_output(f, self.dpi) for f in figs.values())
+        t3 = time.perf_counter()
+        table = html_table(metrics_rows(prof, self.baseline), ("metric", "current", "baseline"))
+        return Redraw(prof, prof, figs, outputs, table,
+                      {"run": t1 - t0, "charts": t2 - t1, "render": t3 - t2, "table": time.perf_counter() - t3})
 
-    def pin(self) -> None:
-        """Make the current run the baseline."""
-        if self.last_profile is not None:
-            self.baseline = self.last_profile
-            self.update()
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+    def _done_note(self, params: dict[str, Any], timing: dict, cached: bool) -> str:
+        # a whole model takes seconds: say how long this one took
+        shown = html.escape(", ".join(f"{k}={v!r}" for k, v in params.items()))
+        return f"<small>{shown}: {'from the cache' if cached else f'{sum(timing.values()):.1f} s'}</small>"

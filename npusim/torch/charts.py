@@ -113,7 +113,8 @@ def loss_curves(runs: Sequence[TrainRun], title: str = "training on the simulate
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     a2.set_ylabel("% of non-zero grads flushed to 0")
     a2.set_title("gradients lost in the cast to fp16", fontsize=9)
-    fig.tight_layout()
+    # fixed margins, not tight_layout: lab 08's explorer redraws this, and tight_layout draws it twice
+    fig.subplots_adjust(left=0.07, right=0.985, bottom=0.15, top=0.9, wspace=0.25)
     return fig
 
 
@@ -136,7 +137,10 @@ def step_breakdown(rec: Recording, title: str = "one training step on the simula
     fw, bw = rec.forward_us(), rec.backward_us()
     ax.set_title(f"{title}: forward {fw:.1f} us, backward {bw:.1f} us", fontsize=9)
     ax.legend(fontsize="small", frameon=False)
-    fig.tight_layout()
+    # fixed margins in inches (see loss_curves); the left one fits the longest role (about 0.085 in a letter)
+    width, height = fig.get_size_inches()
+    left = (0.25 + 0.085 * max(map(len, roles), default=4)) / width
+    fig.subplots_adjust(left=left, right=0.97, bottom=0.55 / height, top=1 - 0.35 / height)
     return fig
 
 
@@ -163,9 +167,10 @@ def gradient_histogram(report: GradientReport) -> Figure:
     handles, labels = axes[0].get_legend_handles_labels()
     handles += [Patch(color="#d62728", alpha=0.25), Patch(color="#ff7f0e", alpha=0.3)]
     labels += ["fp16: rounds to 0", "fp16: subnormal"]
-    axes[0].legend(handles, labels, fontsize="x-small", frameon=False, loc="upper left")
+    # below the axes: inside, it would cover the shaded fp16 ranges
+    fig.legend(handles, labels, fontsize="x-small", frameon=False, loc="lower center", ncols=len(labels))
     axes[0].set_ylabel("gradient values at layer outputs")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time names load lazily b
     from .diagram import core_diagram
     from .explorer import Control, Explorer, choice, int_choice, int_range, result_chart, toggle
     from .html import metrics_table, table
+    from .layout import layout_problems, tidy
     from .trace import TraceBuilder, to_chrome_trace
 
 _WHERE = {
@@ -31,6 +32,7 @@ _WHERE = {
     **dict.fromkeys(("Explorer", "Control", "int_choice", "int_range", "choice", "toggle", "result_chart"),
                     "explorer"),
     "core_diagram": "diagram",
+    **dict.fromkeys(("layout_problems", "tidy"), "layout"),
 }
 
 __all__ = list(_WHERE)

@@ -7,7 +7,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from ..config import HardwareConfig, get_config
-from .charts import _register_notebook_display  # noqa: F401  (a bare Figure shows inline)
+from .style import register_notebook_display
+
+register_notebook_display()  # a bare Figure shows inline
 
 _MEM = "#dbe9f6"
 _UNIT = "#fde2c8"

@@ -16,7 +16,7 @@ import os
 from typing import Any, Iterable, Sequence
 
 from ..pipes import PIPE_ORDER
-from .charts import PIPE_LABELS, as_profile
+from .style import PIPE_LABELS, as_profile
 
 _ROUND = 6  # microsecond decimals kept: 1 ps, far below one cycle
 

@@ -50,24 +50,95 @@ def test_make_lab_clears_outputs_keeps_ids_and_tags():
     assert nb.cells[1].outputs  # the solution itself is untouched
 
 
-def test_check_reports_a_stale_lab(tmp_path):
+def _course(tmp_path, source="### BEGIN SOLUTION\nx = 1\n### END SOLUTION") -> Course:
     (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "solutions").mkdir()
-    cell = new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION")
+    (tmp_path / "solutions").mkdir(exist_ok=True)
+    cell = new_code_cell(source)
     cell["id"] = "c1"
     nbformat.write(new_notebook(cells=[cell]), tmp_path / "solutions" / "00_t.ipynb")
-    course = Course(tmp_path)
-    assert any("missing" in p for p in course.problems())
-    course.make()
-    assert course.problems() == []
+    return Course(tmp_path)
+
+
+def test_check_reports_missing_stale_and_edited_labs(tmp_path):
+    course = _course(tmp_path)
     lab = tmp_path / "labs" / "00_t.ipynb"
-    lab.write_text(lab.read_text().replace("YOUR CODE HERE", "edited"))
+    assert any("missing" in p for p in course.problems())
+    assert course.make().written == [lab]
+    assert course.problems(strict=True) == []
+    # the solution changes: an untouched lab is stale, and make regenerates it
+    _course(tmp_path, "### BEGIN SOLUTION\nx = 2\n### END SOLUTION\nprint(x)")
+    assert course.status(lab, course.expected()[lab]) == "stale"
     assert any("stale" in p for p in course.problems())
+    assert course.make().written == [lab] and "print(x)" in lab.read_text()
+    # a learner edits it: check says so, make refuses
+    lab.write_text(lab.read_text().replace("YOUR CODE HERE", "my own words"))
+    problems = course.problems()
+    assert len(problems) == 1 and "edited" in problems[0] and "--force" in problems[0]
+    report = course.make()
+    assert report.refused == [lab] and not report.written and "my own words" in lab.read_text()
+
+
+def test_a_lab_that_was_only_run_is_not_stale(tmp_path):
+    course = _course(tmp_path)
+    course.make()
+    lab = tmp_path / "labs" / "00_t.ipynb"
+    nb = nbformat.read(lab, as_version=4)
+    nb.cells[0].outputs = [new_output("stream", text="ran")]
+    nb.cells[0].execution_count = 1
+    nb.cells[0].metadata["execution"] = {"iopub.execute_input": "2026-01-01T00:00:00Z"}
+    nb.cells[0].metadata["scrolled"] = True
+    nb.metadata["language_info"] = {"name": "python", "version": "3.11.7"}
+    nbformat.write(nb, lab)
+    assert course.status(lab, course.expected()[lab]) == "ran"
+    assert course.problems() == []                       # for a learner: nothing to do
+    assert any("only by outputs" in p for p in course.problems(strict=True))   # CI: commit labs as generated
+    assert course.make().written == [lab] and course.problems(strict=True) == []
+
+
+def test_make_force_replaces_an_edited_lab_and_keeps_a_backup(tmp_path):
+    course = _course(tmp_path)
+    course.make()
+    lab = tmp_path / "labs" / "00_t.ipynb"
+    mine = lab.read_text().replace("YOUR CODE HERE", "my answer")
+    lab.write_text(mine)
+    report = course.make(force=True)
+    assert report.written == [lab] and len(report.backups) == 1
+    backup = report.backups[0]
+    assert backup.parent == tmp_path / "labs" / ".backup" and backup.name.startswith("00_t-")
+    assert backup.read_text() == mine and "my answer" not in lab.read_text()
+    assert course.problems(strict=True) == []  # the backup folder holds no lab of its own
+
+
+def test_cli_make_names_the_refused_file_and_check_explains_outside_a_course(tmp_path):
+    root = tmp_path / "course"
+    root.mkdir()
+    course = _course(root)
+    course.make()
+    lab = root / "labs" / "00_t.ipynb"
+    lab.write_text(lab.read_text().replace("YOUR CODE HERE", "mine"))
+    cli = [sys.executable, "-m", "npusim.cli", "labs"]
+    proc = subprocess.run(cli + ["make", "--root", str(root)], capture_output=True, text=True)
+    assert proc.returncode == 1 and "labs/00_t.ipynb" in proc.stderr and "--force" in proc.stderr
+    assert "mine" in lab.read_text()
+    elsewhere = tmp_path / "not-a-course"
+    elsewhere.mkdir()
+    proc = subprocess.run(cli + ["check"], capture_output=True, text=True, cwd=elsewhere)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "solutions/" in proc.stderr and "--root" in proc.stderr
+
+
+def test_every_subcommand_says_what_it_does():
+    for cmd, words in (("start", "JupyterLab"), ("bench", "redraw_01_vector_add"), ("labs", "never overwritten"),
+                       ("grade", "gradebook")):
+        proc = subprocess.run([sys.executable, "-m", "npusim.cli", cmd, "--help"], capture_output=True, text=True,
+                              cwd=ROOT)
+        assert proc.returncode == 0 and words in proc.stdout, (cmd, proc.stdout)
 
 
 def test_repository_labs_are_current():
-    """labs/ equals what `npusim labs make` generates from solutions/ (run it and commit if this fails)."""
-    proc = subprocess.run([sys.executable, "-m", "npusim.cli", "labs", "check", "--root", str(ROOT)],
+    """labs/ is byte for byte what `npusim labs make` generates from solutions/ (run it and commit if this
+    fails)."""
+    proc = subprocess.run([sys.executable, "-m", "npusim.cli", "labs", "check", "--strict", "--root", str(ROOT)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert Course(ROOT).notebooks(), "no solution notebooks found"

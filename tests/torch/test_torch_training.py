@@ -13,6 +13,7 @@ from npusim import checks  # noqa: E402
 from npusim.checks import CheckFailed  # noqa: E402
 from npusim.torch import charts, training  # noqa: E402
 from npusim.torch import kernels as sim  # noqa: E402
+from npusim.views.layout import layout_problems  # noqa: E402
 
 pytestmark = pytest.mark.lab08
 
@@ -48,7 +49,7 @@ def test_charts_draw():
     for fig in (charts.three_layers(), charts.transposed_conv(), charts.loss_curves([run]),
                 charts.step_breakdown(run.last_step), charts.saved_tensors(meter), charts.gradient_histogram(report)):
         assert isinstance(fig, Figure)
-        fig.canvas.draw()
+        assert layout_problems(fig) == []  # text inside, legends off the data (draws the figure)
 
 
 # --- the checks reject wrong answers with a useful message --------------------------------------------

@@ -16,6 +16,7 @@ import npusim as ns
 from npusim.pipes import PIPE_ORDER, Pipe
 from npusim.views import charts
 from npusim.views.binning import busy_per_bin
+from npusim.views.style import category_texts, legend_entries
 
 pytestmark = pytest.mark.views
 
@@ -79,7 +80,7 @@ def test_chart_is_labelled_renders_and_does_not_leak(name, mm, vadd):
         for label in (ax.get_xlabel(), ax.get_ylabel()):
             if label and not label.startswith(CATEGORICAL):
                 assert "(" in label, f"{name}: axis label {label!r} has no unit"
-    assert any(ax.get_legend() is not None for ax in fig.axes) or fig.legends
+    assert any(ax.get_legend() is not None or legend_entries(ax) for ax in fig.axes) or fig.legends
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     assert buf.getvalue()[:4] == b"\x89PNG"
@@ -105,7 +106,7 @@ def test_utilization_bars_are_pipe_ratio(which, request):
     fig = charts.utilization(prof)
     bars = patches(fig, "pipe_ratio")
     assert [b.get_height() for b in bars] == [prof.pipe_ratio[p.msprof_name] for p in PIPE_ORDER]
-    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    labels = category_texts(fig.axes[0], "x")
     assert labels == [charts.PIPE_LABELS[p] for p in PIPE_ORDER] + ["Cube MAC"]
     assert [b.get_height() for b in patches(fig, "mac_utilization")] == [prof.mac_utilization]
     # the critical pipe is outlined
@@ -123,12 +124,12 @@ def test_bandwidth_bars_are_profile_bandwidth(which, request):
     assert [b.get_height() for b in patches(fig, "achieved_gbps")] == [prof.bandwidth[p]["achieved_gbps"]
                                                                         for p in paths]
     assert [b.get_height() for b in patches(fig, "peak_gbps")] == [prof.bandwidth[p]["peak_gbps"] for p in paths]
-    ticks = [t.get_text().split("\n")[0] for t in fig.axes[0].get_xticklabels()]
+    ticks = [t.split("\n")[0] for t in category_texts(fig.axes[0], "x")]
     assert ticks == [p for p in ns.profile.PATHS if p in prof.bandwidth] + ["L2 hits", "HBM"]
 
 
 def test_matmul_bandwidth_has_the_cube_paths(mm):
-    ticks = [t.get_text().split("\n")[0] for t in charts.bandwidth(mm).axes[0].get_xticklabels()]
+    ticks = [t.split("\n")[0] for t in category_texts(charts.bandwidth(mm).axes[0], "x")]
     assert ticks == ["GM->L1", "L1->L0A", "L1->L0B", "L0C->GM", "L2 hits", "HBM"]
 
 
@@ -137,8 +138,8 @@ def test_matmul_bandwidth_has_the_cube_paths(mm):
 def test_timeline_bars_are_the_instructions(mm):
     fig = charts.timeline(mm)
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()][::-1][0].startswith("MTE2")
-    lane_order = [t.get_text().rstrip(" *") for t in ax.get_yticklabels()][::-1]
+    assert category_texts(ax, "y")[::-1][0].startswith("MTE2")
+    lane_order = [t.rstrip(" *") for t in category_texts(ax, "y")][::-1]
     assert lane_order == [charts.PIPE_LABELS[p] for p in PIPE_ORDER]
     for pipe in (Pipe.MTE2, Pipe.M, Pipe.FIX):
         label = charts.PIPE_LABELS[pipe]
@@ -150,9 +151,31 @@ def test_timeline_bars_are_the_instructions(mm):
         assert sum(widths) == pytest.approx(lane_busy(mm, pipe))
         # busy cycles of a pipe are exactly its instruction durations
         assert sum(widths) == pytest.approx(mm.pipe_busy_cycles[pipe.msprof_name])
-    ops = {i.op for i in mm.instructions}
-    legend = {t.get_text() for t in ax.get_legend().get_texts()}
-    assert ops <= legend
+    # the legend lists every family in one fixed order; the families this launch used are not faded
+    entries = legend_entries(ax)
+    assert [label for label, _ in entries] == [f.label for f in charts.FAMILIES]
+    used = {charts.family(i.op).label for i in mm.instructions}
+    assert {label for label, opaque in entries if opaque} == used
+    swatches = [c for c in ax.collections if c.get_gid() == "family_swatches"]
+    assert len(swatches) == 1 and len(swatches[0].get_paths()) == len(charts.FAMILIES)
+
+
+def test_an_operation_has_one_colour_in_every_chart(mm, vadd, sm):
+    """A bar's colour is its operation family's, whatever else the kernel ran (no per-chart palette)."""
+    from matplotlib.colors import to_hex
+
+    seen: dict[str, set] = {}
+    for prof in (mm, vadd, sm):
+        fig = charts.timeline(prof)
+        for bars in artists(fig, "bars|") + artists(fig, "bins|"):
+            op = bars.get_gid().split("|")[2]
+            seen.setdefault(op, set()).add(to_hex(bars.get_facecolor()[0]))
+    assert {"data_copy", "mmad", "add", "ISSUE"} <= set(seen)
+    for op, colours in seen.items():
+        assert colours == {charts.op_colour(op)}, f"{op} drawn in {colours}"
+    assert charts.op_colour("fixpipe+relu") == charts.op_colour("fixpipe")
+    assert charts.op_colour("data_copy_pad") != charts.op_colour("data_copy")
+    assert charts.family("some_new_op").label == "other"
 
 
 def test_timeline_writes_total_time_and_critical_pipe(vadd):
@@ -176,12 +199,12 @@ def test_timeline_dense_lanes_are_binned_and_fast(big):
         # polygon area / lane height (0.8) = busy cycles: the bins lose no time
         area = sum(polygon_area(path) for b in bins for path in b.get_paths())
         assert area / 0.8 == pytest.approx(lane_busy(big, pipe), rel=1e-6)
-    assert any(t.get_text().endswith("*") for t in fig.axes[0].get_yticklabels())
+    assert any(t.endswith("*") for t in category_texts(fig.axes[0], "y"))
 
 
 def test_timeline_all_blocks_has_lanes_per_core(vadd_multi):
     fig = charts.timeline(vadd_multi, block=None)
-    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    labels = category_texts(fig.axes[0], "y")
     for c in range(vadd_multi.active_cores):
         assert any(lbl.startswith(f"core {c} MTE2") for lbl in labels)
     bars = artists(fig, "bars|core 3 MTE2|")
@@ -288,3 +311,55 @@ def test_compare_needs_two_profiles_and_matching_labels(vadd, vadd_fast):
         charts.compare([vadd])
     with pytest.raises(ns.UsageError):
         charts.compare([vadd, vadd_fast], ["only one"])
+
+
+def test_roofline_ticks_are_plain_decimals_and_each_roof_has_its_label(vadd, mm, vadd_multi):
+    import re
+
+    for fig in (charts.roofline([vadd, mm]), charts.roofline(vadd_multi), charts.roofline(vadd, config="classic")):
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        ticks = [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels() if t.get_text()]
+        assert ticks and all(re.fullmatch(r"[\d,]+(\.\d+)?", t) for t in ticks), ticks
+        roofs = {line.get_gid() for line in artists(fig, "roof|")}
+        labels = " ".join(t.get_text() for t in ax.texts if t.get_gid() == "roof_label")
+        for gid in roofs:
+            assert gid.split("|")[1] in labels, f"{gid} has no label on its line"
+        # the GM slope is drawn once, as a line with its legend entry
+        (gm,) = artists(fig, "gm|")
+        assert gm.get_linestyle() == "-"
+        assert any(t.get_text().startswith("GM ") for t in ax.get_legend().get_texts())
+
+
+def test_occupancy_axis_fits_what_is_reserved(vadd):
+    fig = charts.occupancy(vadd)
+    reserved = vadd.reserved_bytes["UB"] / 1024
+    assert fig.axes[0].get_ylim()[1] == pytest.approx(reserved * 1.1)
+    assert "above the axis" in texts(fig)
+    full = charts.occupancy(vadd, scale="capacity")
+    assert full.axes[0].get_ylim()[1] == pytest.approx(vadd.config.memory_bytes("UB") / 1024 * 1.1)
+    with pytest.raises(ns.UsageError, match="scale"):
+        charts.occupancy(vadd, scale="log")
+
+
+def test_a_pinned_baseline_fixes_the_time_axis(xy, vadd, vadd_fast):
+    """Against one baseline, a slower setting draws a longer timeline on the same axis, not a rescaled one."""
+    from npusim.kernels.vector_add import run_vector_add
+
+    slow = vadd  # tile 1024
+    mid = run_vector_add(*xy, tile=2048, buffer_num=2).profile
+    assert slow.total_cycles > mid.total_cycles > vadd_fast.total_cycles
+    base = slow
+    a, b = charts.timeline(mid, baseline=base), charts.timeline(vadd_fast, baseline=base)
+    assert a.axes[0].get_xlim() == b.axes[0].get_xlim() == (0.0, base.total_cycles)
+    (end,) = artists(a, "baseline_end")
+    assert end.get_xdata()[0] == base.total_cycles
+    # unpinned, each timeline fills its own axis
+    assert charts.timeline(mid).axes[0].get_xlim()[1] == mid.total_cycles
+    # a setting slower than the baseline extends the axis; the baseline's end stays marked
+    c = charts.timeline(slow, baseline=vadd_fast)
+    assert c.axes[0].get_xlim()[1] == slow.total_cycles
+    assert artists(c, "baseline_end")[0].get_xdata()[0] == vadd_fast.total_cycles
+    for chart in (charts.utilization, charts.bandwidth):
+        marks = artists(chart(mid, baseline=base), "baseline")
+        assert marks, f"{chart.__name__} does not mark the baseline"

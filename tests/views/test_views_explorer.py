@@ -52,7 +52,7 @@ def test_slider_change_redraws_with_new_data(explorer, vadd_fast):
     assert after == [vadd_fast.pipe_ratio[p.msprof_name] for p in PIPE_ORDER]
     assert heights(charts.utilization(vadd_fast), "pipe_ratio") == after
     assert explorer.output.outputs[0]["data"]["image/png"] != old_png
-    assert set(explorer.last_timing) == {"run", "charts", "render"}
+    assert set(explorer.last_timing) == {"run", "charts", "render", "table"}
 
 
 def test_overflowing_tile_shows_the_message_and_keeps_the_charts(explorer):
@@ -150,6 +150,60 @@ def test_widget_displays():
     assert "application/vnd.jupyter.widget-view+json" in bundle
 
 
+def test_computing_is_shown_and_the_old_charts_stay_until_the_new_ones_are_ready(explorer):
+    seen = []
+    old = explorer.output.outputs
+    explorer.status.observe(lambda ch: seen.append(("status", ch["new"], explorer.output.outputs is old)), "value")
+    explorer.output.observe(lambda ch: seen.append(("charts", explorer.output._dom_classes)), "outputs")
+    explorer.controls["tile"].value = 2048
+    assert seen[0][0] == "status" and "computing tile=2048" in seen[0][1] and seen[0][2], seen[:2]
+    assert "npusim-busy" not in explorer.output._dom_classes
+    charts_at = next(i for i, e in enumerate(seen) if e[0] == "charts")
+    assert charts_at > 0 and seen[charts_at][1] == ("npusim-busy",)  # dimmed until the swap
+    assert seen[-1] == ("status", "", False)
+
+
+def test_a_setting_seen_before_is_redrawn_from_the_cache(xy):
+    from npusim.views import explorer as ex_mod
+
+    calls = []
+
+    def run(tile: int):
+        calls.append(tile)
+        return run_vector_add(*xy, tile=tile)
+
+    ex = Explorer(run, [int_choice("tile", [1024, 2048, 4096])], charts=("timeline",))
+    first = ex.output.outputs
+    ex.controls["tile"].value = 2048
+    ex.controls["tile"].value = 1024
+    assert calls == [1024, 2048] and ex.last_cached and ex.output.outputs == first and ex.redraws == 3
+    ex_mod._forget_all()  # what running any notebook cell does
+    ex.controls["tile"].value = 2048
+    assert calls == [1024, 2048, 2048] and not ex.last_cached
+    off = Explorer(run, [int_choice("tile", [1024, 2048])], charts=("timeline",), cache=0)
+    off.controls["tile"].value = 2048
+    off.controls["tile"].value = 1024
+    assert calls[-3:] == [1024, 2048, 1024] and not off.last_cached
+
+
+def test_pinning_fixes_the_axes_and_does_not_rerun(xy):
+    calls = []
+
+    def run(tile: int):
+        calls.append(tile)
+        return run_vector_add(*xy, tile=tile)
+
+    ex = Explorer(run, [int_choice("tile", [1024, 2048, 4096])], charts=("timeline", "bandwidth"))
+    ex.pin()
+    assert calls == [1024] and ex.baseline is ex.last_profile
+    span = ex.baseline.total_cycles
+    for tile in (2048, 4096):
+        ex.controls["tile"].value = tile
+        assert ex.last_profile.total_cycles < span
+        assert ex.last_figures["timeline"].axes[0].get_xlim() == (0.0, span)
+    ex.unpin()
+    assert calls == [1024, 2048, 4096]
+    assert ex.last_figures["timeline"].axes[0].get_xlim()[1] == ex.last_profile.total_cycles
 def test_busy_message_shows_while_the_function_runs():
     seen, holder = [], {}
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import nbformat
 
+from npusim.course.executor import strip_magics
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -45,10 +47,6 @@ def notebook(lab: str) -> dict[str, str]:
     return {c.id: c.source for c in nb.cells if c.cell_type == "code"}
 
 
-def _strip_magics(src: str) -> str:
-    return "\n".join(line for line in src.split("\n") if not line.lstrip().startswith(("%", "!")))
-
-
 def sources(lab: str, cell_ids: list[str], wrong: Wrong | None = None) -> list[tuple[str, str]]:
     cells = notebook(lab)
     missing = [c for c in cell_ids if c not in cells]
@@ -71,7 +69,7 @@ def sources(lab: str, cell_ids: list[str], wrong: Wrong | None = None) -> list[t
 def _run_cell(lab: str, cid: str, src: str, ns: dict) -> None:
     # a file name outside the package, with its source in linecache: messages name it as a learner's cell
     name = f"/notebook/{lab}/{cid}.py"
-    src = _strip_magics(src)
+    src = strip_magics(src)
     linecache.cache[name] = (len(src), None, src.splitlines(True), name)
     exec(compile(src, name, "exec"), ns)
 

@@ -1,13 +1,13 @@
 """Wrong solutions of lab 03 (matmul): the tiled kernel and the tiling target."""
 
-from .harness import Wrong
+from .harness import Wrong, notebook
 
 LAB = "03_matmul"
 SETUP = ["03_mat-356a192b"]
 KERNEL = ["03_mat-ex1"]
 CHECKS = {
     "check-matmul": SETUP + KERNEL,
-    "check-matmul-tiling": SETUP + KERNEL + ["03_mat-fa35e192"],
+    "check-matmul-reuse": SETUP + ["03_mat-reuse"],
 }
 
 WRONG = [
@@ -30,15 +30,27 @@ WRONG = [
     Wrong("a-offset", "check-matmul", "offsets",
           edits=(("copy_strips(a_l1, a[i0 * k + kk:], tm, tk, k)", "copy_strips(a_l1, a[i0 + kk:], tm, tk, k)"),),
           why="A's tile offset forgets that rows are k apart"),
-    Wrong("tiling-small", "check-matmul-tiling", "MACs per byte",
-          edits=(("return MatmulTiling(base_m=128, base_n=256, base_k=64, buffer_num=1)",
+    Wrong("reuse-none", "check-matmul-reuse", "copied once",
+          cells={"03_mat-reuse": notebook("03_matmul")["03_mat-ex1"].replace("def matmul_kernel", "def matmul_reuse_kernel")
+                 + "\n\ndef reuse_tiling():\n    return MatmulTiling(128, 128, 128, 2)\n"},
+          why="exercise 1's kernel: A copied once per output tile"),
+    Wrong("reuse-start-index", "check-matmul-reuse", "start at fractal",
+          edits=(("start_index=i * k1_all + kk // 16", "start_index=i * k1 + kk // 16"),),
+          why="the strip's fractal rows are k1 (this step's) apart instead of ceil(k / 16)"),
+    Wrong("reuse-same-rows", "check-matmul-reuse", "7 of the 8 blocks did (almost) nothing",
+          edits=(("for row in range(ns.get_block_idx(), tiles_m, ns.get_block_num()):",
+                  "for row in range(tiles_m):\n        if ns.get_block_idx():\n            break"),),
+          why="block 0 does every row; other blocks nothing (correct, but 1 core of 8)"),
+    Wrong("reuse-small-tiling", "check-matmul-reuse", ("reaches", "the target is 65%"),
+          edits=(("return MatmulTiling(base_m=128, base_n=128, base_k=128, buffer_num=2)",
                   "return MatmulTiling(base_m=64, base_n=64, base_k=64, buffer_num=2)"),),
-          why="a correct but low-intensity tile"),
-    Wrong("tiling-too-big", "check-matmul-tiling", "does not run",
-          edits=(("return MatmulTiling(base_m=128, base_n=256, base_k=64, buffer_num=1)",
-                  "return MatmulTiling(base_m=128, base_n=256, base_k=64, buffer_num=2)"),),
-          why="two L0C buffers of 128 x 256 fp32 do not fit"),
-    Wrong("tiling-tuple", "check-matmul-tiling", "expected a MatmulTiling",
-          edits=(("return MatmulTiling(base_m=128, base_n=256, base_k=64, buffer_num=1)", "return (128, 256, 64, 1)"),),
-          why="a tuple instead of a MatmulTiling"),
+          why="a correct but small tile"),
+    Wrong("reuse-one-buffer", "check-matmul-reuse", ("reaches", "second buffer"),
+          edits=(("return MatmulTiling(base_m=128, base_n=128, base_k=128, buffer_num=2)",
+                  "return MatmulTiling(base_m=128, base_n=128, base_k=128, buffer_num=1)"),),
+          why="B's copies cannot overlap the Mmads"),
+    Wrong("reuse-too-big", "check-matmul-reuse", "does not run",
+          edits=(("return MatmulTiling(base_m=128, base_n=128, base_k=128, buffer_num=2)",
+                  "return MatmulTiling(base_m=256, base_n=256, base_k=128, buffer_num=2)"),),
+          why="the accumulator and strip do not fit"),
 ]

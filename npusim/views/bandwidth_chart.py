@@ -1,0 +1,85 @@
+"""Achieved vs peak bandwidth per data path of a launch.
+
+The bars beside each path are the entries of :data:`SERIES`, left to right: a new kind of bar (say, a cache
+level's rate) is one more entry, ``(label, gid, colour, value(bandwidth_row) -> GB/s)``, and needs no
+change to the drawing code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from ..profile import PATHS
+from .style import ROLE, as_profile, category_labels, figure, legend_above
+
+
+class Series(NamedTuple):
+    label: str
+    gid: str
+    colour: str
+    value: Callable[[dict], float]
+
+
+#: The bars per path. The first is labelled with the path's efficiency.
+SERIES: list[Series] = [
+    Series("achieved", "achieved_gbps", ROLE["achieved"], lambda row: row["achieved_gbps"]),
+    Series("peak", "peak_gbps", ROLE["peak"], lambda row: row["peak_gbps"]),
+]
+
+
+#: Rows of ``Profile.bandwidth`` that are not a data path of the core: the chip's L2 and HBM.
+CHIP_ROWS = {"L2": "L2 hits\n(GM reads)", "HBM": "HBM\n(reads + writes)"}
+
+
+def path_order(paths) -> list[str]:
+    """Known paths in :data:`npusim.profile.PATHS` order, then the chip's rows (:data:`CHIP_ROWS`), then
+    any others by name."""
+    known = [p for p in PATHS if p in paths]
+    chip = [p for p in CHIP_ROWS if p in paths]
+    return known + chip + sorted(p for p in paths if p not in PATHS and p not in CHIP_ROWS)
+
+
+def bandwidth(profile: Any, baseline: Any = None) -> Figure:
+    """Achieved vs peak GB/s per data path (bars are ``profile.bandwidth[path]["achieved_gbps"]`` and
+    ``["peak_gbps"]``), labelled with the efficiency; then the chip's L2 (GM reads it served) and HBM
+    (reads and writes of all cores, against the one HBM of the chip). ``baseline`` (a Profile): its
+    achieved GB/s are drawn as black ticks, and the paths of both are shown."""
+    prof = as_profile(profile)
+    bw = prof.bandwidth
+    base_bw = as_profile(baseline).bandwidth if baseline is not None else {}
+    paths = path_order(set(bw) | set(base_bw))
+    fig = figure(8.0, 3.4)
+    ax = fig.add_axes((0.09, 0.2, 0.88, 0.62))
+    x = np.arange(len(paths))
+    w = 0.8 / len(SERIES)
+    empty = {"achieved_gbps": 0.0, "peak_gbps": 0.0, "efficiency": 0.0}
+    tops = [1.0]
+    for j, s in enumerate(SERIES):
+        vals = [s.value(bw.get(p, empty)) for p in paths]
+        tops += vals
+        bars = ax.bar(x - 0.4 + w * (j + 0.5), vals, w, color=s.colour, label=s.label, gid=s.gid)
+        if j == 0:
+            ax.bar_label(bars, labels=[f"{bw[p]['efficiency']:.0%}" if p in bw else "" for p in paths],
+                         fontsize="x-small")
+    if baseline is not None:
+        vals = [base_bw.get(p, empty)["achieved_gbps"] for p in paths]
+        tops += vals
+        ax.plot(x - 0.4 + w / 2, vals, "_", color=ROLE["baseline"], markersize=18, markeredgewidth=2,
+                label="baseline achieved", gid="baseline")
+    category_labels(ax, "x", x, [f"{p}\n({PATHS[p].name})" if p in PATHS else CHIP_ROWS.get(p, p) for p in paths],
+                    fontsize="small")
+    ax.set_xlim(-0.6, max(len(paths), 1) - 0.4)
+    ax.set_ylim(0, max(tops) * 1.15)
+    ax.yaxis.set_major_locator(MaxNLocator(5))
+    ax.set_ylabel("bandwidth (GB/s)")
+    ax.set_xlabel("data path (pipe); label: achieved / peak", labelpad=26)
+    ax.set_title(f"{prof.kernel}: bandwidth per path, {prof.active_cores} core(s)", loc="left",
+                 fontsize="medium", pad=20)
+    if not paths:
+        ax.text(0.5, 0.5, "no data moved", transform=ax.transAxes, ha="center", va="center")
+    legend_above(ax, ncols=len(SERIES) + 1)
+    return fig

@@ -1,0 +1,129 @@
+"""The roofline of one or several kernels on the configured core."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+from ..errors import UsageError
+from .style import POINT_COLOURS, ROLE, ROOF_COLOURS, as_profile, figure, legend_right, names
+
+
+def roofs(cfg, n: int) -> list[tuple[str, float]]:
+    """Compute roofs (label, FLOP/s) of ``n`` cores: Cube fp16, Cube fp32 where supported, Vector fp16."""
+    out = [("Cube fp16", cfg.cube_peak_flops("float16") * n)]
+    if "float32" in cfg.cube_macs_per_cycle:
+        out.append(("Cube fp32", cfg.cube_peak_flops("float32") * n))
+    out.append(("Vector fp16", cfg.vector_peak_flops("float16") * n))
+    return out
+
+
+def _decimal(v: float, scale: float = 1.0) -> str:
+    """A tick as a plain decimal number (0.01, 0.1, 1, 10, 1000), never "100 m" or "1e+03"."""
+    x = v / scale
+    if x <= 0:
+        return ""
+    digits = max(0, -math.floor(math.log10(x) + 1e-9))
+    return f"{x:,.{digits}f}"
+
+
+def _decades(lo: float, hi: float) -> tuple[float, float, list[float]]:
+    a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    return 10.0 ** a, 10.0 ** b, [10.0 ** k for k in range(a, b + 1)]
+
+
+def _label_roofs(ax, roofs_: list[tuple[float, str, str]], x_hi: float, y_lo: float, y_hi: float) -> None:
+    """Write each roof's name and peak on its line: above it, or below when the label above would touch
+    another; roofs of equal peak share one label."""
+    px = ax.get_position().height * ax.figure.get_figheight() * ax.figure.dpi
+    label = 11.0 / px * math.log10(y_hi / y_lo)  # a label's height, in decades
+    taken: list[tuple[float, float]] = []
+    merged: list[list] = []
+    for peak, name, colour in sorted(roofs_, key=lambda r: -r[0]):
+        if merged and abs(math.log10(merged[-1][0] / peak)) < 0.005:
+            merged[-1][1].append(name)
+        else:
+            merged.append([peak, [name], colour])
+    for peak, names_, colour in merged:
+        y = math.log10(peak)
+        above, below = (y + 0.02, y + 0.02 + label), (y - 0.02 - label, y - 0.02)
+        free = not any(lo < above[1] and above[0] < hi for lo, hi in taken)
+        span = above if free else below
+        taken.append(span)
+        ax.text(x_hi / 1.15, peak * (1.05 if free else 1 / 1.05), f"{' = '.join(names_)}: {peak / 1e12:,.3g} TFLOP/s",
+                ha="right", va="bottom" if free else "top", fontsize="x-small", color=colour, gid="roof_label")
+
+
+def roofline(profiles: Any, labels: Sequence[str] | None = None, config=None, baseline: Any = None) -> Figure:
+    """Roofline (log-log) of one or several kernels on the configured core.
+
+    The GM-bandwidth diagonal (``peak_gm_bytes_per_s`` of the active cores) is drawn once, and each compute
+    roof (Cube fp16, Cube fp32 where the preset has it, Vector fp16) as a flat line from its ridge point,
+    labelled on the line; kernels are points at ``(arithmetic_intensity, achieved_flops)``. Ticks are plain
+    decimals (FLOP per byte; TFLOP/s). ``config`` defaults to the first profile's. ``baseline`` (a
+    Profile): drawn as a hollow black point.
+    """
+    from ..config import get_config
+
+    profs = [as_profile(p) for p in (profiles if isinstance(profiles, (list, tuple)) else [profiles])]
+    if not profs:
+        raise UsageError("roofline needs at least one profile")
+    labels_ = names(profs, labels)
+    base = as_profile(baseline) if baseline is not None else None
+    cfg = get_config(config) if config is not None else profs[0].config
+    cores = sorted({p.active_cores for p in profs})
+    fig = figure(9.6, 4.6)
+    ax = fig.add_axes((0.1, 0.12, 0.56, 0.76))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+
+    def ok(p) -> bool:
+        return bool(np.isfinite(p.arithmetic_intensity) and p.arithmetic_intensity > 0 and p.achieved_flops > 0)
+
+    finite = [(p.arithmetic_intensity, p.achieved_flops) for p in profs + ([base] if base else []) if ok(p)]
+    gm = {n: cfg.gm_rate(n) * n * cfg.clock_ghz * 1e9 for n in cores}
+    ridges = [peak / gm[n] for n in cores for _, peak in roofs(cfg, n)]
+    peaks = [peak for n in cores for _, peak in roofs(cfg, n)]
+    x_lo, x_hi, xticks = _decades(min([x for x, _ in finite] + ridges) / 3, max([x for x, _ in finite] + ridges) * 6)
+    y_lo, y_hi, yticks = _decades(min([y for _, y in finite] + [x_lo * min(gm.values())]) / 2, max(peaks) * 4)
+    labels_at: list[tuple[float, str, str]] = []  # (peak, text, colour) of each roof
+    for n in cores:
+        suffix = f" ({n} core{'s' if n > 1 else ''})" if len(cores) > 1 else ""
+        top_ridge = max(peak / gm[n] for _, peak in roofs(cfg, n))
+        ax.plot([x_lo, top_ridge], [x_lo * gm[n], top_ridge * gm[n]], "-", color=ROLE["reserved"], lw=1.4,
+                label=f"GM {gm[n] / 1e9:.0f} GB/s{suffix} (slope)", gid=f"gm|{n}")
+        for j, (name, peak) in enumerate(roofs(cfg, n)):
+            colour = ROOF_COLOURS[j % len(ROOF_COLOURS)]
+            ax.plot([peak / gm[n], x_hi], [peak, peak], "-", color=colour, lw=1.8, gid=f"roof|{name}|{n}")
+            labels_at.append((peak, f"{name}{suffix}", colour))
+    _label_roofs(ax, labels_at, x_hi, y_lo, y_hi)
+    skipped = []
+    for i, (prof, name) in enumerate(zip(profs, labels_)):
+        if not ok(prof):
+            skipped.append(name)
+            continue
+        c = POINT_COLOURS[i % len(POINT_COLOURS)]
+        ax.plot([prof.arithmetic_intensity], [prof.achieved_flops], "o", color=c, markersize=8,
+                label=f"{name} ({prof.bound}-bound)", gid=f"point|{i}")
+    if base is not None and ok(base):
+        ax.plot([base.arithmetic_intensity], [base.achieved_flops], "o", mfc="none", mec=ROLE["baseline"],
+                mew=1.8, markersize=11, label="baseline", gid="baseline")
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
+    for axis, ticks, scale in ((ax.xaxis, xticks, 1.0), (ax.yaxis, yticks, 1e12)):
+        axis.set_major_locator(FixedLocator(ticks))
+        axis.set_minor_locator(NullLocator())  # minor log ticks cost drawing time and carry no label
+        axis.set_major_formatter(FuncFormatter(lambda v, _, s=scale: _decimal(v, s)))
+    ax.set_xlabel("arithmetic intensity (FLOP per GM byte)")
+    ax.set_ylabel("performance (TFLOP/s)")
+    ax.grid(which="major", alpha=0.3)
+    title = f"Roofline on {cfg.name}, " + " / ".join(f"{n} core{'s' if n > 1 else ''}" for n in cores)
+    if skipped:
+        title += f"\nnot plotted (no FLOPs or no GM traffic): {', '.join(skipped)}"
+    ax.set_title(title, loc="left", fontsize="medium")
+    legend_right(ax)
+    return fig

@@ -1,0 +1,129 @@
+"""Every chart type of the package is readable as drawn: no text leaves the figure (the explorer shows
+figures uncropped), no legend covers data, no two texts overlap (lab 08's charts: tests/torch/
+test_torch_training.py). And the checker itself catches each."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from npusim import views
+from npusim.views import charts
+from npusim.views.layout import (labels_outside_axes, layout_problems, legend_overlaps, overlapping_texts,
+                                 texts_outside, tidy)
+
+pytestmark = pytest.mark.views
+
+
+@pytest.fixture(scope="module")
+def conv_pair():
+    """Two Conv2D variants of one layer (their timelines have mmad, fixpipe, load_data and layout copies)."""
+    from npusim import conv
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 16, 14, 14)).astype(np.float16)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float16)
+    return [conv.conv2d(x, w, None, 1, 1, variant=v).profile for v in ("img2col", "direct")]
+
+
+PROFILE_CHARTS = {
+    "timeline": lambda p, q: charts.timeline(p),
+    "timeline_pinned": lambda p, q: charts.timeline(p, baseline=q),
+    "timeline_all_blocks": lambda p, q: charts.timeline(p, block=None),
+    "utilization": lambda p, q: charts.utilization(p, baseline=q),
+    "bandwidth": lambda p, q: charts.bandwidth(p, baseline=q),
+    "roofline": lambda p, q: charts.roofline([p, q], baseline=q),
+    "occupancy": lambda p, q: charts.occupancy(p, baseline=q),
+    "occupancy_capacity": lambda p, q: charts.occupancy(p, scale="capacity"),
+    "compare": lambda p, q: charts.compare([q, p], ["baseline", "current"]),
+}
+
+
+@pytest.mark.parametrize("kernel", ["vadd", "mm", "sm", "big", "vadd_multi", "conv"])
+@pytest.mark.parametrize("name", list(PROFILE_CHARTS))
+def test_profile_charts_are_readable(name, kernel, request, vadd_fast, conv_pair):
+    prof = conv_pair[0] if kernel == "conv" else request.getfixturevalue(kernel)
+    other = conv_pair[1] if kernel == "conv" else vadd_fast
+    assert layout_problems(PROFILE_CHARTS[name](prof, other)) == []
+
+
+def test_core_diagram_is_readable():
+    for preset in ("a2", "classic"):
+        assert texts_outside(views.core_diagram(preset)) == []
+
+
+def test_model_charts_are_readable():
+    from npusim import model as nm
+
+    graph = nm.small_cnn()
+    before = nm.run_model(graph, nm.images(2), label="as captured")
+    after = nm.run_model(nm.optimize(graph), nm.images(2), label="after the pass")
+    for fig in (nm.charts.timeline(before), nm.charts.breakdown([before, after], ["before", "after"]),
+                nm.charts.op_utilization(before)):
+        assert layout_problems(fig) == []
+    # the placement chart is lab 09's own issue: only its text must stay inside the figure
+    assert texts_outside(nm.charts.placement(graph)) == []
+
+
+# --- the checker catches what it claims to -----------------------------------------------------------
+
+def _bars_under_legend() -> Figure:
+    fig = Figure(figsize=(4, 3), dpi=80)
+    ax = fig.add_axes((0.15, 0.15, 0.8, 0.75))
+    ax.bar([0, 1, 2], [1.0, 1.0, 1.0], label="tall bars")
+    ax.set_ylim(0, 1.05)
+    ax.legend(loc="upper right")
+    return fig
+
+
+def test_checker_sees_a_legend_over_bars_and_tidy_moves_it():
+    fig = _bars_under_legend()
+    found = legend_overlaps(fig)
+    assert found and "covers patch" in found[0]
+    tidy(fig)
+    assert legend_overlaps(fig) == [] and texts_outside(fig) == []
+
+
+def test_checker_sees_a_legend_over_a_line():
+    fig = Figure(figsize=(4, 3), dpi=80)
+    ax = fig.add_axes((0.15, 0.15, 0.8, 0.75))
+    ax.plot([0, 1], [0, 1], label="diagonal")
+    ax.plot([0, 1], [1, 0], label="other diagonal")
+    ax.legend(loc="center")
+    assert any("covers line" in p for p in legend_overlaps(fig))
+
+
+def test_checker_sees_text_outside_and_tidy_fits_it():
+    fig = Figure(figsize=(4, 2), dpi=80)
+    ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))  # no room for labels
+    ax.plot([0, 1], [0, 1])
+    ax.set_xlabel("a label below the figure")
+    assert any("leaves the figure" in p for p in texts_outside(fig))
+    tidy(fig)
+    assert texts_outside(fig) == []
+
+
+def test_checker_sees_overlapping_texts_and_tidy_flips_annotations():
+    fig = Figure(figsize=(4, 3), dpi=80)
+    ax = fig.add_axes((0.15, 0.15, 0.8, 0.75))
+    ax.plot([0.0, 1.0], [0.0, 1.0], "o")
+    ax.text(0.5, 0.5, "one label")
+    ax.text(0.52, 0.5, "another label")
+    assert overlapping_texts(fig)
+    ax.texts[1].remove()
+    ax.annotate("a long label past the edge", (1.0, 1.0), textcoords="offset points", xytext=(4, -10))
+    assert labels_outside_axes(fig) == ["label 'a long label past the edge' crosses the edge of its axes"]
+    tidy(fig)
+    frame = ax.get_window_extent()
+    box = ax.texts[-1].get_window_extent()
+    assert box.x1 <= frame.x1 + 1 and layout_problems(fig) == []
+
+
+def test_fusion_chart_is_readable():
+    from npusim.conv.fusion import compare_fusion
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 16, 14, 14)).astype(np.float16)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float16)
+    assert layout_problems(compare_fusion(x, w, padding=1).chart()) == []
