@@ -35,6 +35,7 @@ import numpy as np
 from .config import HardwareConfig, get_config
 
 _NEVER = np.iinfo(np.int64).min // 2
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce   # ndarray.min/max without their Python wrappers
 
 
 def line_span(first: int, count: int, nbytes: int, stride: int, line: int) -> "slice | np.ndarray":
@@ -159,7 +160,7 @@ class L2Cache:
         b_used, b_ready = b.arrays()
         used = b_used[lines]
         floor = self.clock - self.capacity_lines
-        if type(lines) is slice and used.min() > floor and b_ready[lines].max() <= t:   # all hits
+        if type(lines) is slice and _MIN(used) > floor and _MAX(b_ready[lines]) <= t:   # all hits
             used[...] = self.clock
             return used.size, 0, 0, (b, lines, True, True, 0, 0)
         resident = used > floor

@@ -114,9 +114,10 @@ class TQue:
         """Take a free buffer as a tensor of ``dtype`` (AllocTensor<T>). Its contents are undefined."""
         core = self.core or self._need_init("alloc_tensor")
         d = dtypes.as_dtype(dtype, "alloc_tensor(dtype)")
-        if not self._free:
+        free = self._free
+        if not free:
             self._all_taken()
-        slot = self._free.popleft()
+        slot = free.popleft()
         slot.state = Slot.ALLOCATED
         f = sys._getframe(1)
         slot.site = (f.f_code.co_filename, f.f_lineno)
@@ -124,8 +125,11 @@ class TQue:
         # the producer waits until the last consumer of this block released it
         p = self.producer
         core.wait_until(p, slot.free_t, slot.free_vc)
-        slot.live_since = max(core.pipe_free[p], core.pipe_ready[p])
-        core.occupancy.append((slot.live_since, slot.memory.name, slot.nbytes))
+        live, ready = core.pipe_free[p], core.pipe_ready[p]
+        if ready > live:
+            live = ready
+        slot.live_since = live
+        core.occupancy.append((live, slot.memory.name, slot.nbytes))
         return LocalTensor(slot, slot.addr, slot.nbytes // d.itemsize, d, self.position)
 
     def _all_taken(self):
@@ -204,6 +208,10 @@ class TQue:
         return bool(self._free)
 
     def _own(self, tensor, op) -> Slot:
+        if type(tensor) is LocalTensor:
+            slot = tensor.slot
+            if slot.owner is self and slot.gen == tensor.gen:
+                return slot
         slot = getattr(tensor, "slot", None)
         if slot is None or not isinstance(tensor, LocalTensor):
             raise UsageError(f"{op} on {queue_text(self)} needs a LocalTensor from this queue, not "

@@ -96,6 +96,11 @@ class MemorySystem:
         self.hbm_write_bytes = 0   # bytes written back to HBM
         self.drained = 0.0         # when the last written-back byte is in HBM
         self.sync = None           # Interleaver.sync of a multi-core launch: GM accesses in time order
+        # costs.gm_dma_parts depends on a DMA's address only modulo its burst alignment, a power of two
+        # dividing ``period``: a tile loop's DMAs repeat a few shapes, each computed once (0: no memo)
+        g, period = cfg.gm_burst_granule_bytes, max(cfg.gm_efficient_align_bytes, cfg.gm_burst_granule_bytes)
+        self._period = period if not (g & (g - 1) or period & (period - 1)) else 0
+        self._parts: dict[tuple, tuple[float, float, int]] = {}
 
     def _hbm(self, block: int, start: float, cycles: float, nbytes: int) -> float:
         """End of a DMA of ``cycles`` started at ``start`` whose ``nbytes`` cross the HBM on the channel
@@ -113,19 +118,32 @@ class MemorySystem:
         self.keys[id(buf)] = ((arr.__array_interface__["data"][0], arr.nbytes),
                               -(-max(buf.nbytes, 1) // self.line))
 
+    def dma_parts(self, addr: int, count: int, nbytes: int, stride: int) -> tuple[float, float, int]:
+        """``(fixed, weighted)`` of :func:`npusim.costs.gm_dma_parts` for a DMA at GM byte ``addr``, and the
+        bytes it moves in whole bursts (``count * nbytes`` rounded up to the granule per burst)."""
+        period = self._period
+        if not period:
+            g0 = self.cfg.gm_burst_granule_bytes
+            return (*costs.gm_dma_parts(self.cfg, addr, count, nbytes, stride), count * -(-nbytes // g0) * g0)
+        k = (addr % period, count, nbytes, stride)
+        p = self._parts.get(k)
+        if p is None:
+            g0 = self.cfg.gm_burst_granule_bytes
+            p = self._parts[k] = (*costs.gm_dma_parts(self.cfg, addr, count, nbytes, stride),
+                                  count * -(-nbytes // g0) * g0)
+        return p
+
     def read(self, core, g, first: int, count: int, nbytes: int, stride: int) -> Callable[[float], float]:
         """Cost of a GM read of ``count`` bursts of ``nbytes``, ``stride`` apart, from byte ``first`` of
         the GlobalTensor ``g``'s buffer, for the block running on ``core``: a function of the start time (see
         :meth:`npusim.core.Core.issue`)."""
-        cfg = self.cfg
-        fixed, weighted = costs.gm_dma_parts(cfg, g.buf.addr + first, count, nbytes, stride)
-        g0 = cfg.gm_burst_granule_bytes
+        fixed, weighted, moved = self.dma_parts(g.buf.addr + first, count, nbytes, stride)
         line = self.line
         if count == 1 or stride == nbytes:
             lines = slice(first // line, (first + count * nbytes - 1) // line + 1)
         else:
             lines = line_span(first, count, nbytes, stride, line)
-        return self._read_cost(core, g, fixed, weighted, count * -(-nbytes // g0) * g0, lines)
+        return self._read_cost(core, g, fixed, weighted, moved, lines)
 
     def read_runs(self, core, g, runs: list[tuple[int, int, int, int]]) -> Callable[[float], float]:
         """Like :meth:`read` for one DMA made of several ``(first, count, nbytes, stride)`` runs."""
@@ -170,7 +188,7 @@ class MemorySystem:
         ``floor`` is a lower bound on the cycles from another limit of the instruction (Fixpipe's L0C
         read); ``rate`` the path's write rate (default: the port's, see :func:`npusim.costs.gm_write_cycles`)."""
         cfg = self.cfg
-        fixed, weighted = costs.gm_dma_parts(cfg, g.buf.addr + first, count, nbytes, stride)
+        fixed, weighted, _ = self.dma_parts(g.buf.addr + first, count, nbytes, stride)
         key, nlines = self.keys[id(g.buf)]
         lines = line_span(first, count, nbytes, stride, self.line)
         total = count * nbytes

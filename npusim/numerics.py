@@ -114,9 +114,24 @@ def _to_f64(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float64)
 
 
-def mmad(c_nz: np.ndarray, a_zz: np.ndarray, b_zn: np.ndarray, k: int, accumulate: bool) -> None:
+def logical_a(a_zz: np.ndarray) -> np.ndarray:
+    """The float64 (M, K') matrix of ZZ fractals (M1, K1, 16, K0), converted while being rearranged
+    (exact for every input type, and int8 sums stay exact below 2**53)."""
+    m1, k1, _, k0 = a_zz.shape
+    return _to_f64(a_zz.transpose(0, 2, 1, 3)).reshape(m1 * 16, k1 * k0)
+
+
+def logical_b(b_zn: np.ndarray) -> np.ndarray:
+    """The float64 (K', N) matrix of ZN fractals (K1, N1, 16, K0), like :func:`logical_a`."""
+    k1, n1, _, k0 = b_zn.shape
+    return _to_f64(b_zn.transpose(0, 3, 1, 2)).reshape(k1 * k0, n1 * 16)
+
+
+def mmad(c_nz: np.ndarray, a_zz: np.ndarray, b_zn: np.ndarray, k: int, accumulate: bool,
+         a: np.ndarray | None = None, b: np.ndarray | None = None) -> None:
     """The Cube on whole fractals, in place: ``C [+]= A @ B`` with A as ZZ (M1, K1, 16, K0), B as ZN
-    (K1, N1, 16, K0) and C as NZ (N1, M1, 16, 16), accumulation as in the module doc.
+    (K1, N1, 16, K0) and C as NZ (N1, M1, 16, 16), accumulation as in the module doc. ``a``, ``b``: their
+    :func:`logical_a` / :func:`logical_b` when the caller has them already (left unchanged).
 
     Only the first ``k`` elements along K count (the K0 tail of the last fractal is ignored); all output
     fractals are written, padding rows and columns included, as the hardware computes whole fractals.
@@ -124,23 +139,29 @@ def mmad(c_nz: np.ndarray, a_zz: np.ndarray, b_zn: np.ndarray, k: int, accumulat
     m1, k1, _, k0 = a_zz.shape
     n1 = b_zn.shape[1]
     acc_t = c_nz.dtype
-    # logical A (M, K') and B (K', N) in float64 (exact for every input type, and int8 sums stay exact
-    # below 2**53), converted while being rearranged
-    A = _to_f64(a_zz.transpose(0, 2, 1, 3)).reshape(m1 * 16, k1 * k0)
-    B = _to_f64(b_zn.transpose(0, 3, 1, 2)).reshape(k1 * k0, n1 * 16)
+    A = logical_a(a_zz) if a is None else a
+    B = logical_b(b_zn) if b is None else b
     if k < k1 * k0:
+        A = A.copy()
+        B = B.copy()
         A[:, k:] = 0
         B[k:, :] = 0
-    old = c_nz.transpose(1, 2, 0, 3).reshape(m1 * 16, n1 * 16) if accumulate else None
     with np.errstate(all="ignore"):  # padding may hold garbage; it stays in padding
+        if acc_t == np.float32:
+            # exact for fp16/bf16 inputs; rounded once into the fp32 accumulator: the float64 sum with the
+            # old value, cast to fp32 as it is stored, in L0C's NZ order (no transposed copies of C)
+            nz = (A @ B).reshape(m1, 16, n1, 16).transpose(2, 0, 1, 3)
+            if accumulate:
+                np.add(nz, c_nz, out=c_nz, casting="unsafe")
+            else:
+                c_nz[...] = nz
+            return
+        old = c_nz.transpose(1, 2, 0, 3).reshape(m1 * 16, n1 * 16) if accumulate else None
         if acc_t == int32:
             out = (A @ B).astype(np.int64)
             if accumulate:
                 out += old
             out = out.astype(np.int32)  # wraps modulo 2**32 like the int32 accumulator
-        elif acc_t.itemsize >= 4:
-            out = A @ B  # exact for fp16/bf16 inputs; rounded once into the fp32 accumulator
-            out = (out + old).astype(acc_t) if accumulate else out.astype(acc_t)
         else:  # fp16 accumulator: rounded after every K0 block, which is where its error grows
             parts = np.matmul(A.reshape(-1, k1, k0).transpose(1, 0, 2),
                               B.reshape(k1, k0, -1)).astype(acc_t)

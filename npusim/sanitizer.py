@@ -35,11 +35,16 @@ def _is_internal(filename: str) -> bool:
 def call_site() -> tuple[str, int]:
     """(file, line) of the innermost frame outside the simulator itself: the kernel's own line."""
     f = sys._getframe(1)
-    while f is not None and _is_internal(f.f_code.co_filename):
+    cache = _internal_cache
+    while f is not None:
+        name = f.f_code.co_filename
+        internal = cache.get(name)
+        if internal is None:
+            internal = _is_internal(name)
+        if not internal:
+            return (name, f.f_lineno)
         f = f.f_back
-    if f is None:
-        return ("<unknown>", 0)
-    return (f.f_code.co_filename, f.f_lineno)
+    return ("<unknown>", 0)
 
 
 def format_site(site: tuple[str, int]) -> str:
@@ -167,33 +172,36 @@ class AccessTracker:
                 init.update(k, lo, hi, write, pitch, blen, nblk, core, pipe, site, op, mode, grain)
         if key is None:
             shift = self.shift
-            keys = range(lo >> shift, ((hi - 1) >> shift) + 1)
+            first, last = lo >> shift, (hi - 1) >> shift
+            keys = (first,) if first == last else range(first, last + 1)
         else:
             keys = (key,)
         found = None  # id -> conflicting record
         reads, writes = self.reads, self.writes
         strided = pitch != 0
-        # a read can only race with writes; a write with both. Reads are kept apart so that the many
-        # reads of an input never slow down the next read.
+        covers = write and not strided  # a write that covers an older access supersedes it (it is ordered
+        # after it, or reported). A read can only race with writes; a write with both. Reads are kept apart
+        # so that the many reads of an input never slow down the next read.
         for table in ((reads, writes) if write else (writes,)):
             for b in keys:
                 lst = table.get(b)
                 if not lst:
                     continue
                 keep = None
-                for i, rec in enumerate(lst):
+                i = 0
+                for rec in lst:
                     if (rec[_LO] < hi and lo < rec[_HI]
                             and (rec[_CORE] != core or (rec[_PIPE] != pipe and vc[rec[_PIPE]] < rec[_EPOCH]))
                             and (not (strided or rec[_PITCH]) or _overlap(rec, lo, hi, pitch, blen, nblk))):
                         if found is None:
                             found = {}
                         found[id(rec)] = rec
-                    # a write that covers an older access supersedes it (it is ordered after it, or reported)
-                    if write and not strided and rec[_LO] >= lo and rec[_HI] <= hi:
+                    if covers and rec[_LO] >= lo and rec[_HI] <= hi:
                         if keep is None:
                             keep = lst[:i]
                     elif keep is not None:
                         keep.append(rec)
+                    i += 1
                 if keep is not None:
                     table[b] = keep
         if found:
@@ -202,24 +210,25 @@ class AccessTracker:
                 self._race(r, lo, hi, write, core, pipe, site, op, mode)
         self.seq = seq = self.seq + 1
         rec = (lo, hi, write, core, pipe, epoch, site, op, pitch, blen, nblk, seq)
-        if write:
-            table = writes
-        else:
-            table = reads
-            if not strided:  # a contiguous read supersedes older reads of its own pipe that it covers
-                for b in keys:
-                    lst = reads.get(b)
-                    if lst:
-                        keep = [r for r in lst if not (r[_LO] >= lo and r[_HI] <= hi and r[_PIPE] == pipe
-                                                       and r[_CORE] == core and not r[_PITCH])]
-                        if len(keep) != len(lst):
-                            reads[b] = keep
+        table = writes if write else reads
         for b in keys:
             lst = table.get(b)
             if lst is None:
                 table[b] = [rec]
-            else:
-                lst.append(rec)
+                continue
+            if not (write or strided):  # a contiguous read supersedes older reads of its own pipe that it covers
+                keep = None
+                i = 0
+                for r in lst:
+                    if r[_LO] >= lo and r[_HI] <= hi and r[_PIPE] == pipe and r[_CORE] == core and not r[_PITCH]:
+                        if keep is None:
+                            keep = lst[:i]
+                    elif keep is not None:
+                        keep.append(r)
+                    i += 1
+                if keep is not None:
+                    table[b] = lst = keep
+            lst.append(rec)
 
     def _race(self, rec, lo, hi, write, core, pipe, site, op, mode) -> None:
         kind = "WAW" if (write and rec[_W]) else ("RAW" if not write else "WAR")

@@ -6,6 +6,8 @@ Indexing gives a view that starts at an element offset, as ``xLocal[offset]`` do
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from . import dtypes
@@ -221,9 +223,10 @@ class LocalTensor:
         """A copy of the contents, for debugging only: free, untimed and unchecked (like a printf)."""
         return self.view().copy()
 
-    def check_usable(self, op: str, site, start: int = 0, count: int | None = None, hint: str = "") -> None:
+    def check_usable(self, op: str, site, start: int = 0, count: int | None = None,
+                     hint: "str | Callable[[], str]" = "") -> None:
         """The tensor must be live and owned by the caller, and [start, start+count) inside it (``hint``:
-        the caller's advice when it is not, e.g. a padding rule)."""
+        the caller's advice when it is not, e.g. a padding rule; a function of none, to build it only then)."""
         slot = self.slot
         if slot.gen != self.gen or slot.state == Slot.FREE:
             raise TensorStateError(
@@ -248,7 +251,7 @@ class LocalTensor:
                 f"{f' (variable {var})' if var else ''}, which has {self.size} elements ({self.dtype.name}, "
                 f"{self.nbytes} B at {self.position.name}){part}: "
                 f"{f'{start + count - self.size} element(s) past its end' if start >= 0 else 'a negative start'}",
-                hint=hint or "make the count fit the tensor, or allocate a bigger buffer in "
+                hint=(hint() if callable(hint) else hint) or "make the count fit the tensor, or allocate a bigger buffer in "
                                          "init_buffer", where=format_site(site), tensor=self.name)
 
     def __repr__(self) -> str:

@@ -2,7 +2,9 @@
 the four ResNet stages' Conv2D progression and the ResNet stem's honest utilisation.
 
 These print simulated-cycle figures, which are deterministic: each case runs once (``repeat`` is ignored)
-and reports its wall seconds (``wall_s``, on whatever the machine is doing). ``chip_matmul_4096`` takes
+and reports its wall seconds (``wall_s``, on whatever the machine is doing) and the wall nanoseconds per
+MAC (matmul, counting the warm-up launches' time but not their work) or per element (Add): what to
+compare between sizes to see the simulator stay linear in the work. ``chip_matmul_4096`` takes
 minutes and runs only when named (``npusim bench --only chip_matmul_4096``). Published figures sit beside
 the simulated ones, with their source tags (``docs/hardware.md``):
 
@@ -70,7 +72,7 @@ def _matmul_case(n: int, config=None, cold: bool = True) -> dict:
     out.update(warm_mac_utilization=round(q.mac_utilization, 4), warm_time_us=round(q.time_us, 2),
                stream_mac_utilization=round(q.stream_mac_utilization, 4), critical_pipe=q.critical_pipe,
                l2_hit_rate=round(q.l2_hit_rate, 3), roofline_efficiency=round(q.roofline_efficiency, 4),
-               wall_s=round(wall, 1))
+               wall_s=round(wall, 1), wall_ns_per_mac=round(wall * 1e9 / ((2 if cold else 1) * n ** 3), 4))
     return out
 
 
@@ -116,7 +118,8 @@ def bench_chip_add(repeat: int) -> dict:
     moved = 3 * x.nbytes
     return {"kernel": "chip_add", "elements": x.size, "cores": p.active_cores, "time_us": round(p.time_us, 1),
             "published_us": PUBLISHED_ADD_US, "achieved_tb_per_s": round(moved / p.time_us / 1e6, 3),
-            "hbm_tb_per_s": p.config.hbm_gb_per_s / 1e3, "hbm_bytes": p.hbm_bytes, "wall_s": round(wall, 1)}
+            "hbm_tb_per_s": p.config.hbm_gb_per_s / 1e3, "hbm_bytes": p.hbm_bytes, "wall_s": round(wall, 1),
+            "wall_ns_per_element": round(wall * 1e9 / x.size, 2)}
 
 
 @case("resnet_stages")

@@ -29,7 +29,7 @@ def bench_vector_add(repeat: int) -> dict:
     sim_s, np_s, res = measure(lambda: run_vector_add(x, y, tile=tile, buffer_num=2), floor, repeat)
     assert np.array_equal(res["z"], x + y)
     return line("vector_add", sim_s, np_s, res.profile, elements=n, tile=tile, target_sim_s=0.020,
-                target_ratio=5.0)
+                target_ratio=3.0)
 
 
 @case("matmul")

@@ -42,4 +42,5 @@ def bench_resnet18(repeat: int) -> dict:
     return line("resnet18", statistics.median(walls), floor_s, None, model="resnet18 batch 1 224x224, optimized",
                 cpu_s=round(statistics.median(cpus), 3), runs=runs, nodes=len(graph), launches=prof.launches,
                 model_time_us=round(prof.model_time_us, 1), mac_utilization=round(prof.mac_utilization, 4),
-                device_compute_us=round(prof.device_compute_us, 1), target_sim_s=TARGET_SIM_S)
+                device_compute_us=round(prof.device_compute_us, 1), target_sim_s=TARGET_SIM_S,
+                cpu_ns_per_mac=round(statistics.median(cpus) * 1e9 / sum(prof.macs(n.name) for n in graph), 4))

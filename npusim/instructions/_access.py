@@ -10,7 +10,7 @@ from ..tensor import GlobalTensor, LocalTensor
 def touch(core, t, start: int, count: int, write: bool, pipe: int, vc, site, op: str) -> None:
     """Record that ``pipe`` reads or writes elements [start, start+count) of ``t`` (races are reported)."""
     isz = t.dtype.itemsize
-    if isinstance(t, LocalTensor):
+    if type(t) is LocalTensor:
         slot = t.slot
         tracker = slot.memory.tracker
         if tracker is not None:
@@ -28,7 +28,7 @@ def touch_bytes(core, t, lo_byte: int, hi_byte: int, write: bool, pipe: int, vc,
                 pitch: int = 0, blen: int = 0, nblk: int = 1, grain: int = 0) -> None:
     """Like :func:`touch` for a byte range relative to the start of ``t``; with ``pitch``, only the
     ``nblk`` blocks of ``blen`` bytes every ``pitch`` bytes inside it. ``grain``: see AccessTracker.access."""
-    if isinstance(t, LocalTensor):
+    if type(t) is LocalTensor:
         tracker = t.slot.memory.tracker
         base = t.addr
         key = t.slot.addr
@@ -46,6 +46,8 @@ POSITIONS = {"UB": "VECIN/VECOUT/VECCALC", "L1": "A1/B1", "L0A": "A2", "L0B": "B
 
 
 def local(t, op: str, what: str, memories: tuple[str, ...]) -> LocalTensor:
+    if type(t) is LocalTensor and t.slot.memory.name in memories:
+        return t
     need = "/".join(memories)
     at = "/".join(POSITIONS[m] for m in memories)
     if not isinstance(t, LocalTensor):

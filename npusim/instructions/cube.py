@@ -16,6 +16,17 @@ M = int(Pipe.M)
 _ACC = {"float16": "float32", "bfloat16": "float32", "float32": "float32", "int8": "int32"}
 
 
+def _operand(t, fractals, logical):
+    """``logical(fractals)`` of the L0A/L0B tensor ``t``, converted once while its memory is unwritten: an
+    operand that stays in L0 (an identity matrix, resident weights) is not converted at every Mmad."""
+    ops = t.slot.memory.operands
+    key = (t.addr, fractals.shape, t.dtype)
+    x = ops.get(key)
+    if x is None:
+        x = ops[key] = logical(fractals)
+    return x
+
+
 def mmad(dst, a, b, params: MmadParams | None = None, *, m: int | None = None, n: int | None = None,
          k: int | None = None, accumulate: bool = False) -> None:
     """Mmad: ``dst[m, n] = a[m, k] @ b[k, n]`` (or ``+=`` with ``accumulate=True`` /
@@ -89,9 +100,10 @@ def mmad(dst, a, b, params: MmadParams | None = None, *, m: int | None = None, n
         if accumulate:  # += reads L0C: the first K step must write it (initcheck)
             touch(core, dst, 0, m1 * n1 * 256, False, M, vc, site, op)
         touch(core, dst, 0, m1 * n1 * 256, True, M, vc, site, op)
-    numerics.mmad(dst.view()[:m1 * n1 * 256].reshape(n1, m1, 16, 16),
-                  a.view()[:m1 * k1 * 16 * k0].reshape(m1, k1, 16, k0),
-                  b.view()[:k1 * n1 * 16 * k0].reshape(k1, n1, 16, k0), k, accumulate)
+    a_zz = a.view()[:m1 * k1 * 16 * k0].reshape(m1, k1, 16, k0)
+    b_zn = b.view()[:k1 * n1 * 16 * k0].reshape(k1, n1, 16, k0)
+    numerics.mmad(dst.view()[:m1 * n1 * 256].reshape(n1, m1, 16, 16), a_zz, b_zn, k, accumulate,
+                  _operand(a, a_zz, numerics.logical_a), _operand(b, b_zn, numerics.logical_b))
     core.issue(M, costs.cube_cycles(cfg, m, n, k, ind), op, 0, site)
     macs = m * n * k
     core.cube_macs += macs

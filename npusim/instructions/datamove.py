@@ -364,7 +364,7 @@ def _nd2nz(core, dst, src, p: Nd2NzParams, site) -> None:
     mat_stride = p.dst_nz_matrix_stride or d1 * c0_stride * c0
     src_mat = p.src_nd_matrix_stride
     src.check_range(0, (nd - 1) * src_mat + (n - 1) * src_d + d, op, site)
-    dst.check_usable(op, site, 0, (nd - 1) * mat_stride + (d1 - 1) * c0_stride * c0 + rows * c0, hint=(
+    dst.check_usable(op, site, 0, (nd - 1) * mat_stride + (d1 - 1) * c0_stride * c0 + rows * c0, hint=lambda: (
         f"Nd2Nz pads each matrix to whole 16 x C0 fractals: n_value={n} rows become {rows}, d_value={d} columns "
         f"{d1 * c0} (C0 = {c0} for {src.dtype.name}), so each matrix takes {rows} x {d1 * c0} = "
         f"{rows * d1 * c0} elements in L1; size the buffer for ceil(n/16)*16 x ceil(d/C0)*C0 elements per matrix"))
@@ -463,6 +463,7 @@ def load_data(dst: LocalTensor, src: LocalTensor, params: LoadData2DParams) -> N
         dv[...] = sv.reshape(p.repeat_times, 16, 16).transpose(0, 2, 1).reshape(p.repeat_times, e)
     else:
         dv[...] = sv
+    dst.slot.memory.written()
     nbytes = p.repeat_times * F
     l0 = dst.slot.memory.name
     rate = core.cfg.l1_to_l0a_bytes_per_cycle if l0 == "L0A" else core.cfg.l1_to_l0b_bytes_per_cycle
@@ -547,6 +548,7 @@ def load_data_3d(dst: LocalTensor, src: LocalTensor, params: LoadData3DParams) -
     m1, k1 = p.m_extension // 16, p.k_extension // c0
     dst.view()[:p.m_extension * p.k_extension].reshape(m1, k1, 16, c0)[...] = \
         mat.reshape(m1, 16, k1, c0).transpose(0, 2, 1, 3)
+    dst.slot.memory.written()
     nbytes = p.m_extension * p.k_extension * isz
     core.issue(pipe, costs.onchip_cycles(core.cfg, nbytes, core.cfg.l1_to_l0a_bytes_per_cycle), op, nbytes, site)
     core.add_bytes("L1->L0A", nbytes)
