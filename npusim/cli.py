@@ -20,7 +20,8 @@ class _Parser(argparse.ArgumentParser):
 def _bench(args) -> int:
     from .bench import run
 
-    return run(repeat=args.repeat, only=args.only)
+    only = list(args.only or []) + [f"compare_{name}" for name in args.compare or []]
+    return run(repeat=args.repeat, only=only or None)
 
 
 def _bench_cases() -> str:
@@ -114,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--repeat", type=int, default=5, help="timed launches per case, or passes over every "
                                                          "control of an explorer (median reported)")
     b.add_argument("--only", action="append", metavar="NAME", help="run only the named case(s)")
+    b.add_argument("--compare", action="append", choices=["triton"],
+                   help="time cases (a)-(c) beside Triton's CPU interpreter in one run (needs `pip install triton`)")
     b.set_defaults(func=_bench)
 
     labs = sub.add_parser("labs", help="generate labs/ from solutions/ (make) or check that it is current (check)",

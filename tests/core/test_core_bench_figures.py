@@ -31,3 +31,28 @@ def test_scaling_case_prints_cost_per_unit_for_each_size(monkeypatch):
     assert d["vector_add_growth"] == pytest.approx(max(d["vector_add_ns_per_element"])
                                                    / min(d["vector_add_ns_per_element"]), abs=0.01)
     assert d["matmul_growth"] >= 1.0
+
+
+def test_compare_triton_is_a_named_case_that_says_what_it_needs(monkeypatch):
+    import builtins
+    import subprocess
+    import sys
+
+    import npusim.bench as bench
+    from npusim.bench import compare_triton
+
+    assert "compare_triton" in bench.load() and "compare_triton" in bench.SLOW   # not in a plain `npusim bench`
+    real_import = builtins.__import__
+
+    def no_triton(name, *args, **kwargs):
+        if name == "triton" or name.startswith("triton."):
+            raise ImportError("No module named 'triton'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_triton)
+    out = compare_triton.bench_compare_triton(1)
+    assert out["kernel"] == "compare_triton" and "pip install triton" in out["error"]
+    monkeypatch.setattr(builtins, "__import__", real_import)
+    help_text = subprocess.run([sys.executable, "-m", "npusim.cli", "bench", "--help"], capture_output=True,
+                               text=True, check=True).stdout
+    assert "--compare" in help_text and "compare_triton" in help_text
