@@ -62,8 +62,12 @@ def report_progress(text: str) -> bool:
     way."""
     if not _computing:
         return False
-    _computing[-1].status.value = f"<div class='npusim-computing'>{html.escape(text)}</div>"
+    _computing[-1].status.value = _busy_line(text)
     return True
+
+
+def _busy_line(text: str) -> str:
+    return f"<div class='npusim-computing'>{html.escape(text)}</div>"
 
 
 def png_output(fig: Figure, dpi: float | None = None) -> dict:
@@ -205,7 +209,7 @@ class BaseExplorer:
             self._show(hit, cached=True, timing={"cached": time.perf_counter() - t0})
             return True
         doing = self.busy or f"computing {_shown(params)} ..."
-        self.status.value = f"<div class='npusim-computing'>{html.escape(doing)}</div>"
+        self.status.value = _busy_line(doing)
         self.output.add_class("npusim-busy")
         _computing.append(self)
         try:
