@@ -47,7 +47,7 @@ def _kernels():
         tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
 
     @triton.jit
-    def conv3x3(x_ptr, w_ptr, y_ptr, C, H, W, CO, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    def conv3x3(x_ptr, w_ptr, y_ptr, C, H, W, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
         # output pixels x output channels, K = C * 9 in (c, i, j) order; pad 1, stride 1
         p = tl.program_id(0) * BM + tl.arange(0, BM)
         co = tl.program_id(1) * BN + tl.arange(0, BN)
@@ -82,7 +82,7 @@ def bench_compare_triton(repeat: int) -> dict:
     tx, ty = torch.from_numpy(x), torch.from_numpy(y)
     tz = torch.empty_like(tx)
     tile = VECTOR_ADD["tile"]
-    out["vector_add"] = _pair(lambda: simulate_vector_add(x, y),
+    out["vector_add"], _ = _pair(lambda: simulate_vector_add(x, y),
                               lambda: add[(x.size // tile,)](tx, ty, tz, x.size, BLOCK=tile), repeat)
     assert np.array_equal(tz.numpy(), x + y)
 
@@ -90,7 +90,7 @@ def bench_compare_triton(repeat: int) -> dict:
     ta, tb = torch.from_numpy(a), torch.from_numpy(b)
     s, bs = MATMUL["size"], MATMUL["block"]
     tc = torch.empty((s, s), dtype=torch.float32)
-    out["matmul"] = _pair(lambda: simulate_matmul(a, b),
+    out["matmul"], _ = _pair(lambda: simulate_matmul(a, b),
                           lambda: matmul[(s // bs, s // bs)](ta, tb, tc, s, s, BM=bs, BN=bs, BK=bs), repeat)
     assert np.allclose(tc.numpy(), a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-2)
 
@@ -99,18 +99,19 @@ def bench_compare_triton(repeat: int) -> dict:
     txi, tw = torch.from_numpy(xi), torch.from_numpy(w.reshape(L["cout"], -1).copy())
     ty2 = torch.empty((L["cout"], L["h"] * L["w"]), dtype=torch.float16)
     grid = (-(-L["h"] * L["w"] // 64), L["cout"] // 64)
-    out["conv2d_img2col"] = _pair(
+    out["conv2d_img2col"], res = _pair(
         lambda: simulate_conv(xi, w),
-        lambda: conv3x3[grid](txi, tw, ty2, L["cin"], L["h"], L["w"], L["cout"], BM=64, BN=64, BK=64), repeat)
-    ref = simulate_conv(xi, w).output.reshape(L["cout"], -1).astype(np.float32)
+        lambda: conv3x3[grid](txi, tw, ty2, L["cin"], L["h"], L["w"], BM=64, BN=64, BK=64), repeat)
+    ref = res.output.reshape(L["cout"], -1).astype(np.float32)
     assert np.allclose(ty2.numpy().astype(np.float32), ref, rtol=2e-2, atol=2e-2)
 
     out["meets_target"] = all(out[k]["speedup"] >= TARGET_SPEEDUP for k in ("vector_add", "matmul", "conv2d_img2col"))
     return out
 
 
-def _pair(sim, interp, repeat: int) -> dict:
-    """Median seconds of npusim and the Triton interpreter, alternating, and how many times faster npusim is."""
-    sim_s, triton_s, _ = measure(sim, interp, repeat)
+def _pair(sim, interp, repeat: int) -> tuple[dict, object]:
+    """Median seconds of npusim and the Triton interpreter, alternating, how many times faster npusim is, and
+    npusim's last result."""
+    sim_s, triton_s, result = measure(sim, interp, repeat)
     return {"npusim_s": round(sim_s, 5), "triton_interpreter_s": round(triton_s, 5),
-            "speedup": round(triton_s / sim_s, 1)}
+            "speedup": round(triton_s / sim_s, 1)}, result
