@@ -196,10 +196,8 @@ class Core:
     def scalar_issue(self) -> None:
         """The scalar unit spends ``scalar_issue_cycles`` issuing an instruction (or a queue call, flag or
         barrier). Back-to-back issue work is one ``ISSUE`` bar on the S lane of the timeline."""
-        c = self.issue_cost
         t = self.scalar_t
-        self.scalar_t = end = t + c
-        self.busy[0] += c
+        self.scalar_t = end = t + self.issue_cost   # busy time: counted from the runs by finish()
         run = self._issue_run
         if run is not None and run[2] == t:
             run[2] = end
@@ -309,6 +307,19 @@ class Core:
             self.records.append((0, self.scalar_t, t, "pipe_barrier(ALL)", 0, site))
             self.scalar_t = t
 
+    def release(self) -> None:
+        """The launch has what it needs from this core: untie the core, its memories, their trackers and the
+        queues' buffers, which refer to one another, so that all of it (MBs of on-chip memory, the
+        trackers' records) is freed at once rather than by a pass of the cyclic collector."""
+        for mem in self.memories.values():
+            for *_, owner in mem.allocations:
+                for slot in owner.slots:
+                    slot.owner = None
+            mem.allocations.clear()
+            mem.tracker = None
+        self.memories.clear()
+        self.queues.clear()
+
     def finish(self) -> float:
         """End of the kernel on this core: check unpaired flags; returns the core's end time."""
         # sync and queue checks run in every sanitize mode ("off" only skips races)
@@ -322,8 +333,11 @@ class Core:
         for q in self.queues:
             q._check_at_end()
         recs = self.records
+        issued = 0
         for i in self._issue_runs:
             recs[i] = tuple(recs[i])
+            issued += recs[i][4]
+        self.busy[0] += issued * self.issue_cost
         self._issue_run = None
         self._issue_runs.clear()
         return max(max(self.pipe_free), self.scalar_t)

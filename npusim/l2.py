@@ -76,11 +76,6 @@ def _strided_lines(first: int, count: int, nbytes: int, stride: int, line: int) 
     return lines
 
 
-def span_size(lines: "slice | np.ndarray") -> int:
-    """How many lines a :func:`line_span` result holds."""
-    return lines.stop - lines.start if isinstance(lines, slice) else lines.size
-
-
 class _Buffer:
     """Per-line state of one GM buffer: the insertion clock at its last use, and when its data is in L2.
 
@@ -120,9 +115,10 @@ class _Buffer:
 class L2Cache:
     """The chip's L2 (footprint model, see the module docstring) for one launch or, passed on, several.
 
-    ``read`` / ``write`` take a buffer key (the launch argument's host memory), the lines touched
-    (:func:`line_span`) and the simulated time; ``read`` returns ``(hits, waits, misses, pending)`` line
-    counts and a handle that :meth:`settle` completes with the DMA's end time.
+    :meth:`buffer` gives the state of one GM buffer (by a key: the launch argument's host memory), once
+    per launch; ``read`` / ``write`` take it, the lines touched (:func:`line_span`) and the simulated time;
+    ``read`` returns ``(hits, waits, misses, pending)`` line counts and a handle that :meth:`settle`
+    completes with the DMA's end time.
     """
 
     policy = "footprint"
@@ -135,7 +131,8 @@ class L2Cache:
         self.clock = 0          # lines that have entered the cache so far
         self._buffers: dict[tuple, _Buffer] = {}
 
-    def _buffer(self, key: tuple, nlines: int) -> _Buffer:
+    def buffer(self, key: tuple, nlines: int) -> _Buffer:
+        """The lines of the buffer ``key`` (at least ``nlines`` of them), for :meth:`read` and :meth:`write`."""
         b = self._buffers.get(key)
         if b is None:
             b = self._buffers[key] = _Buffer(nlines)
@@ -149,20 +146,23 @@ class L2Cache:
             used, ready = b.arrays()
             np.minimum(ready, -np.inf, out=ready, where=used > self.clock - self.capacity_lines)
 
-    def read(self, key: tuple, nlines: int, lines, t: float):
-        b = self._buffer(key, nlines)
+    def read(self, b: _Buffer, lines, t: float):
         if type(lines) is slice and lines.start >= b.high:   # never touched: all misses, no lookup
             n = lines.stop - lines.start
             self.clock += n
             b.high = lines.stop
             return 0, 0, n, (b, lines, None, self.clock)
-        b.high = max(b.high, (lines.stop if type(lines) is slice else int(lines[-1]) + 1))
         b_used, b_ready = b.arrays()
         used = b_used[lines]
         floor = self.clock - self.capacity_lines
-        if type(lines) is slice and _MIN(used) > floor and _MAX(b_ready[lines]) <= t:   # all hits
-            used[...] = self.clock
-            return used.size, 0, 0, (b, lines, True, True, 0, 0)
+        if type(lines) is slice:
+            if lines.stop > b.high:
+                b.high = lines.stop
+            elif _MIN(used, None) > floor and _MAX(b_ready[lines], None) <= t:   # all hits (all touched before)
+                used.fill(self.clock)
+                return used.size, 0, 0, (b, lines, True, True, 0, 0)
+        else:
+            b.high = max(b.high, int(lines[-1]) + 1)
         resident = used > floor
         ready = b_ready[lines]
         hit = resident & (ready <= t)
@@ -191,9 +191,8 @@ class L2Cache:
             ready[waited] = np.minimum(ready[waited], t_end)
         b_ready[lines] = ready
 
-    def write(self, key: tuple, nlines: int, lines, t_end: float) -> None:
+    def write(self, b: _Buffer, lines, t_end: float) -> None:
         """A write of ``lines`` ended at ``t_end`` (write-back with allocate: they are resident from then)."""
-        b = self._buffer(key, nlines)
         if type(lines) is slice and lines.start >= b.high:   # never touched: allocate, no lookup
             self.clock += lines.stop - lines.start
             b.fresh.append((lines.start, lines.stop, self.clock, t_end))
@@ -235,7 +234,10 @@ class LruL2Cache(L2Cache):
         if len(self._lru) > self.capacity_lines:
             self._lru.popitem(last=False)
 
-    def read(self, key: tuple, nlines: int, lines: np.ndarray, t: float):
+    def buffer(self, key: tuple, nlines: int) -> tuple:
+        return key
+
+    def read(self, key: tuple, lines: np.ndarray, t: float):
         lru = self._lru
         hits = waits = 0
         missed, waited = [], []
@@ -264,7 +266,7 @@ class LruL2Cache(L2Cache):
             if k in lru:
                 lru[k] = min(lru[k], t_end)
 
-    def write(self, key: tuple, nlines: int, lines: np.ndarray, t_end: float) -> None:
+    def write(self, key: tuple, lines: np.ndarray, t_end: float) -> None:
         lru = self._lru
         for ln in _as_list(lines):
             k = (key, ln)

@@ -57,6 +57,20 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     ``algorithmic_macs``: the operation's useful multiply-accumulates when the kernel's Mmads include
     padding or helper products (e.g. a convolution's zero channels), for ``Profile.mac_utilization``.
     """
+    # a launch allocates many small records (timeline, tracker) and no cyclic garbage: the cyclic collector,
+    # whose passes scan every young object, stays off until the launch's own state (cores, trackers,
+    # tensors) is gone with _run_launch's frame, so that it then scans only what the result keeps
+    collect = gc.isenabled()
+    gc.disable()
+    try:
+        return _run_launch(kernel_fn, block_dim, args, kwargs, config, sanitize, l2, algorithmic_macs)
+    finally:
+        if collect:
+            gc.enable()
+
+
+def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, config, sanitize: str,
+                l2: L2Cache | None, algorithmic_macs: int | None) -> LaunchResult:
     cfg = get_config(config)
     if not isinstance(block_dim, (int, np.integer)) or block_dim < 1 or block_dim > 65535:
         raise UsageError(f"block_dim must be an int in 1..65535, got {block_dim!r}",
@@ -102,14 +116,13 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
         core = Core(cfg, b, block_dim, active, sanitize, t0=t0)
         core.memsys = memsys
         run_on(core)
-        kernel_fn(*new_args, **new_kwargs)
+        # inf and NaN results (overflow, 0/0) are the hardware's answer, not a numpy warning: off for the
+        # whole kernel (in its own thread too), once instead of around every instruction
+        with np.errstate(all="ignore"):
+            kernel_fn(*new_args, **new_kwargs)
         return core, core.finish()
 
     prev = run_on(None)
-    # a launch allocates many small records (timeline, tracker) and no cyclic garbage worth collecting
-    # before it ends: the cyclic collector's passes, which scan the whole process, cost 3-6 % of a launch
-    collect = gc.isenabled()
-    gc.disable()
     try:
         if active > 1:   # cores run at the same time: interleave their GM accesses in time order
             sched = Interleaver()
@@ -121,8 +134,6 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
                 cores[b], t = run_block(b, t)
     finally:
         run_on(prev)
-        if collect:
-            gc.enable()
     busy = {p.msprof_name: 0.0 for p in PIPES}
     path_bytes: dict[str, int] = {}
     records: list[tuple] = []
@@ -152,6 +163,7 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
         vec_ops += core.vector_ops
         vec_ideal += core.vector_ideal_cycles
         cube_dtype = cube_dtype or core.cube_peak_dtype
+        core.release()
     if algorithmic_macs is not None and cube_dtype is not None:   # the useful work's ideal Cube time
         cube_ideal = int(algorithmic_macs) / cfg.cube_macs_per_cycle[cube_dtype]
     profile = Profile(

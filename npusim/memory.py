@@ -128,7 +128,6 @@ class TQue:
         live, ready = core.pipe_free[p], core.pipe_ready[p]
         if ready > live:
             live = ready
-        slot.live_since = live
         core.occupancy.append((live, slot.memory.name, slot.nbytes))
         return LocalTensor(slot, slot.addr, slot.nbytes // d.itemsize, d, self.position)
 
@@ -162,7 +161,7 @@ class TQue:
         p = self.producer
         slot.ready_t = core.fire_time(p)
         slot.ready_vc = list(core.vc[p]) if core.check else None
-        self._queued.append((slot, tensor.dtype, tensor.size, tensor.addr))
+        self._queued.append(tensor)
         return True
 
     def deque(self) -> LocalTensor:
@@ -173,13 +172,14 @@ class TQue:
                              f"hardware {Pipe(self.consumer).label} would wait forever",
                              hint="enque a tensor before deque(), one deque per enque",
                              where=format_site(call_site()))
-        slot, dtype, size, addr = self._queued.popleft()
+        tensor = self._queued.popleft()   # handed back as it was enqueued (its view is made already)
+        slot = tensor.slot
         core.scalar_issue()
         slot.state = Slot.DEQUEUED
         f = sys._getframe(1)
         slot.site = (f.f_code.co_filename, f.f_lineno)
         core.wait_until(self.consumer, slot.ready_t, slot.ready_vc)
-        return LocalTensor(slot, addr, size, dtype, self.position)
+        return tensor
 
     # Ascend C spellings
     EnQue = enque

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import costs
 from .config import HardwareConfig
-from .l2 import L2Cache, line_span, span_size
+from .l2 import L2Cache, line_span
 
 WINDOW = 64
 """Cycles per HBM accounting window (chosen): within a window the bytes are not spread in time, so a
@@ -89,7 +89,7 @@ class MemorySystem:
         self.startup = cfg.gm_startup_cycles
         self.hbm = HbmBudget(cfg, 3 * self.free_rate * active_cores)
         self.line = cfg.l2_line_bytes
-        self.keys: dict[int, tuple] = {}
+        self.buffers: dict[int, object] = {}   # id(GmBuffer) -> its lines in L2 (L2Cache.buffer)
         self.l2_hit_bytes = 0      # read bytes found in L2
         self.l2_miss_bytes = 0     # read bytes that came from (or waited for) HBM
         self.hbm_read_bytes = 0    # lines fetched from HBM
@@ -115,8 +115,8 @@ class MemorySystem:
     def register(self, buf) -> None:
         """A launch argument (GmBuffer): its L2 lines are those of its host memory."""
         arr = buf.array
-        self.keys[id(buf)] = ((arr.__array_interface__["data"][0], arr.nbytes),
-                              -(-max(buf.nbytes, 1) // self.line))
+        self.buffers[id(buf)] = self.l2.buffer((arr.__array_interface__["data"][0], arr.nbytes),
+                                               -(-max(buf.nbytes, 1) // self.line))
 
     def dma_parts(self, addr: int, count: int, nbytes: int, stride: int) -> tuple[float, float, int]:
         """``(fixed, weighted)`` of :func:`npusim.costs.gm_dma_parts` for a DMA at GM byte ``addr``, and the
@@ -163,14 +163,14 @@ class MemorySystem:
         return self._read_cost(core, g, fixed, weighted, moved, np.unique(np.concatenate(spans)))
 
     def _read_cost(self, core, g, fixed: float, weighted: float, moved: int, lines) -> Callable[[float], float]:
-        key, nlines = self.keys[id(g.buf)]
-        n = max(span_size(lines), 1)
+        lb = self.buffers[id(g.buf)]
+        n = max(lines.stop - lines.start if type(lines) is slice else lines.size, 1)
         l2, sync, cfg, line = self.l2, self.sync, self.cfg, self.line
 
         def cost(start: float) -> float:
             if sync is not None:
                 sync(core, start)
-            hits, waits, misses, handle = l2.read(key, nlines, lines, start)
+            hits, waits, misses, handle = l2.read(lb, lines, start)
             cycles = costs.gm_read_cycles(cfg, fixed, weighted, hits / n)
             end = self._hbm(core.block_idx, start, cycles, misses * line) if misses else start + cycles
             l2.settle(handle, end)
@@ -189,7 +189,7 @@ class MemorySystem:
         read); ``rate`` the path's write rate (default: the port's, see :func:`npusim.costs.gm_write_cycles`)."""
         cfg = self.cfg
         fixed, weighted, _ = self.dma_parts(g.buf.addr + first, count, nbytes, stride)
-        key, nlines = self.keys[id(g.buf)]
+        lb = self.buffers[id(g.buf)]
         lines = line_span(first, count, nbytes, stride, self.line)
         total = count * nbytes
         l2, sync = self.l2, self.sync
@@ -202,7 +202,7 @@ class MemorySystem:
                 drained = self._hbm(core.block_idx, start, cycles, total)
                 if drained > self.drained:
                     self.drained = drained
-            l2.write(key, nlines, lines, start + cycles)
+            l2.write(lb, lines, start + cycles)
             self.hbm_write_bytes += total
             return cycles
         return cost

@@ -34,7 +34,7 @@ def _is_internal(filename: str) -> bool:
 
 def call_site() -> tuple[str, int]:
     """(file, line) of the innermost frame outside the simulator itself: the kernel's own line."""
-    f = sys._getframe(1)
+    f = sys._getframe(2)  # frame 1, the caller, is the simulator's (only the simulator calls this)
     cache = _internal_cache
     while f is not None:
         name = f.f_code.co_filename
@@ -68,7 +68,7 @@ def guess_name(obj, frame=None) -> str | None:
                     if w is obj:
                         return a
         frame = frame.f_back
-        if frame is not None and frame.f_code.co_name == "launch":
+        if frame is not None and frame.f_code.co_name in ("launch", "_run_launch"):
             break
     return None
 

@@ -78,6 +78,12 @@ class GlobalTensor:
 
     def __getitem__(self, key) -> "GlobalTensor":
         # no check of the end here: the instruction that touches the data reports the exact range
+        if type(key) is slice and key.step is None and type(key.start) is int and key.stop is None \
+                and key.start >= 0:   # x_gm[offset:], the form of every tile loop
+            t = GlobalTensor.__new__(GlobalTensor)
+            t.buf, t.offset, t.size, t.dtype = self.buf, self.offset + key.start, max(0, self.size - key.start), \
+                self.dtype
+            return t
         start, stop = _bounds(key, self.size, self)
         if start < 0 or stop < 0:
             n = self.buf.flat.size
@@ -132,7 +138,7 @@ class Slot:
     """A block of on-chip memory handed out by a queue or TBuf; tracks the tensor lifecycle."""
 
     __slots__ = ("memory", "addr", "nbytes", "label", "state", "gen", "owner",
-                 "ready_t", "ready_vc", "free_t", "free_vc", "site", "live_since", "views")
+                 "ready_t", "ready_vc", "free_t", "free_vc", "site", "views")
 
     FREE, ALLOCATED, QUEUED, DEQUEUED, SCRATCH = "free", "allocated", "enqueued", "dequeued", "scratch"
 
@@ -147,7 +153,6 @@ class Slot:
         self.ready_t = self.free_t = 0.0
         self.ready_vc = self.free_vc = None
         self.site = None
-        self.live_since = 0.0
         self.views: dict = {}  # dtype -> numpy view of the whole block
 
 
@@ -184,15 +189,18 @@ class LocalTensor:
         """The numpy view of the whole tensor (no timing, no checks: for the simulator's own use)."""
         v = self._view
         if v is None:
-            slot = self.slot
-            if (self.addr - slot.addr) % self.dtype.itemsize:  # a reinterpreted, unaligned sub-tensor
-                v = self._view = slot.memory.buf[self.addr:self.addr + self.nbytes].view(self.dtype)
-                return v
-            whole = slot.views.get(self.dtype)
+            slot, d = self.slot, self.dtype
+            whole = slot.views.get(d)
             if whole is None:
-                whole = slot.views[self.dtype] = slot.memory.buf[slot.addr:slot.addr + slot.nbytes].view(self.dtype)
-            first = (self.addr - slot.addr) // self.dtype.itemsize
-            v = self._view = whole if first == 0 and self.size == whole.size else whole[first:first + self.size]
+                whole = slot.views[d] = slot.memory.buf[slot.addr:slot.addr + slot.nbytes].view(d)
+            if self.addr == slot.addr and self.size == whole.size:
+                v = whole
+            elif (self.addr - slot.addr) % d.itemsize:  # a reinterpreted, unaligned sub-tensor
+                v = slot.memory.buf[self.addr:self.addr + self.nbytes].view(d)
+            else:
+                first = (self.addr - slot.addr) // d.itemsize
+                v = whole[first:first + self.size]
+            self._view = v
         return v
 
     def __getitem__(self, key) -> "LocalTensor":

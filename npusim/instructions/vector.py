@@ -1,7 +1,9 @@
 """Vector instructions on UB tensors (count form: the first ``count`` elements of each operand).
 
-Arithmetic runs in the element type (fp16 math rounds like fp16 hardware). Costs: :func:`costs.vector_cycles`
-and :func:`costs.reduce_cycles`. Ascend C's mask/repeat forms are not modelled.
+Arithmetic runs in the element type (fp16 math rounds like fp16 hardware); inf and NaN results are the
+hardware's answer (kernels run with numpy's floating-point warnings off, see :func:`npusim.launch`).
+Costs: :func:`costs.vector_cycles` and :func:`costs.reduce_cycles`. Ascend C's mask/repeat forms are not
+modelled.
 """
 
 from __future__ import annotations
@@ -86,8 +88,7 @@ def _binary(op, fn, allowed=_NUMERIC):
                                                  mode, key=t.slot.addr)
         else:
             core, site, count = _prep(op, dst, (src0, src1), count, allowed)
-        with np.errstate(all="ignore"):
-            fn(src0.view()[:count], src1.view()[:count], out=dst.view()[:count])
+        fn(src0.view()[:count], src1.view()[:count], out=dst.view()[:count])
         _done(core, op, count, dst.dtype.itemsize, site, complex_op=(op == "div"))
     instr.__name__ = op
     instr.__doc__ = f"{op.capitalize()}: ``dst[i] = {op}(src0[i], src1[i])`` for i < count, in the element type."
@@ -97,8 +98,7 @@ def _binary(op, fn, allowed=_NUMERIC):
 def _with_scalar(op, fn, allowed=_NUMERIC):
     def instr(dst, src, scalar, count: int) -> None:
         core, site, count = _prep(op, dst, (src,), count, allowed)
-        with np.errstate(all="ignore"):
-            fn(src.view()[:count], np.asarray(scalar).astype(dst.dtype), out=dst.view()[:count])
+        fn(src.view()[:count], np.asarray(scalar).astype(dst.dtype), out=dst.view()[:count])
         _done(core, op, count, dst.dtype.itemsize, site)
     instr.__name__ = op
     instr.__doc__ = f"{op}: ``dst[i] = src[i] (op) scalar``; the scalar is first rounded to the element type."
@@ -108,8 +108,7 @@ def _with_scalar(op, fn, allowed=_NUMERIC):
 def _unary(op, fn, allowed=_FLOATS, complex_op=False):
     def instr(dst, src, count: int) -> None:
         core, site, count = _prep(op, dst, (src,), count, allowed)
-        with np.errstate(all="ignore"):  # inf/nan results are the hardware's answer, not an error
-            fn(src.view()[:count], out=dst.view()[:count])
+        fn(src.view()[:count], out=dst.view()[:count])
         _done(core, op, count, dst.dtype.itemsize, site, complex_op)
     instr.__name__ = op
     instr.__doc__ = f"{op}: element-wise, computed in the element type."
@@ -202,8 +201,7 @@ def cast(dst, src, round_mode: RoundMode, count: int) -> None:
         vc = core.epoch(V)
         touch(core, src, 0, count, False, V, vc, site, op)
         touch(core, dst, 0, count, True, V, vc, site, op)
-    with np.errstate(all="ignore"):
-        dst.view()[:count] = numerics.cast(src.view()[:count], dst.dtype, round_mode)
+    dst.view()[:count] = numerics.cast(src.view()[:count], dst.dtype, round_mode)
     isz = builtins.max(src.dtype.itemsize, dst.dtype.itemsize)
     _done(core, op, count, isz, site)
 

@@ -137,9 +137,9 @@ def _replay(cache, accesses):
     for key, lo, n, t, write in accesses:
         sl = slice(lo, lo + n)
         if write:
-            cache.write(key, 1 << 16, sl, t)
+            cache.write(cache.buffer(key, 1 << 16), sl, t)
             continue
-        h, w, m, handle = cache.read(key, 1 << 16, sl, t)
+        h, w, m, handle = cache.read(cache.buffer(key, 1 << 16), sl, t)
         cache.settle(handle, t + 1)
         out = [out[0] + h, out[1] + w, out[2] + m]
     return out

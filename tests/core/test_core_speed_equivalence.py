@@ -26,6 +26,16 @@ pytestmark = pytest.mark.core
 
 
 # --- numerics.mmad -----------------------------------------------------------------------------------
+_F16_TO_F64 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float64)
+
+
+def _to_f64_before(x: np.ndarray) -> np.ndarray:
+    """The float64 conversion of numerics before issue 18's second pass (a table for fp16)."""
+    if x.dtype == np.float16:
+        return _F16_TO_F64.take(x.view(np.uint16))
+    return x.astype(np.float64)
+
+
 def _mmad_before(c_nz: np.ndarray, a_zz: np.ndarray, b_zn: np.ndarray, k: int, accumulate: bool) -> None:
     """numerics.mmad before issue 18."""
     m1, k1, _, k0 = a_zz.shape
@@ -33,8 +43,8 @@ def _mmad_before(c_nz: np.ndarray, a_zz: np.ndarray, b_zn: np.ndarray, k: int, a
     acc_t = c_nz.dtype
     # logical A (M, K') and B (K', N) in float64 (exact for every input type, and int8 sums stay exact
     # below 2**53), converted while being rearranged
-    A = numerics._to_f64(a_zz.transpose(0, 2, 1, 3)).reshape(m1 * 16, k1 * k0)
-    B = numerics._to_f64(b_zn.transpose(0, 3, 1, 2)).reshape(k1 * k0, n1 * 16)
+    A = _to_f64_before(a_zz.transpose(0, 2, 1, 3)).reshape(m1 * 16, k1 * k0)
+    B = _to_f64_before(b_zn.transpose(0, 3, 1, 2)).reshape(k1 * k0, n1 * 16)
     if k < k1 * k0:
         A[:, k:] = 0
         B[k:, :] = 0
