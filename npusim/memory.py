@@ -18,7 +18,7 @@ from . import dtypes
 from .core import current
 from .errors import CapacityError, QueueError, TensorStateError, UsageError, report
 from .pipes import Pipe, TPosition, queue_pipes
-from .sanitizer import call_site, format_site, guess_name, queue_text
+from .sanitizer import call_site, format_site, frame_site, guess_name, queue_text
 from .tensor import LocalTensor, Slot
 
 
@@ -119,8 +119,7 @@ class TQue:
             self._all_taken()
         slot = free.popleft()
         slot.state = Slot.ALLOCATED
-        f = sys._getframe(1)
-        slot.site = (f.f_code.co_filename, f.f_lineno)
+        slot.site = frame_site(sys._getframe(1))
         core.scalar_issue()
         # the producer waits until the last consumer of this block released it
         p = self.producer
@@ -156,8 +155,7 @@ class TQue:
                              where=format_site(call_site()))
         core.scalar_issue()
         slot.state = Slot.QUEUED
-        f = sys._getframe(1)
-        slot.site = (f.f_code.co_filename, f.f_lineno)
+        slot.site = frame_site(sys._getframe(1))
         p = self.producer
         slot.ready_t = core.fire_time(p)
         slot.ready_vc = list(core.vc[p]) if core.check else None
@@ -176,8 +174,7 @@ class TQue:
         slot = tensor.slot
         core.scalar_issue()
         slot.state = Slot.DEQUEUED
-        f = sys._getframe(1)
-        slot.site = (f.f_code.co_filename, f.f_lineno)
+        slot.site = frame_site(sys._getframe(1))
         core.wait_until(self.consumer, slot.ready_t, slot.ready_vc)
         return tensor
 
@@ -197,8 +194,7 @@ class TQue:
         slot.free_t = core.fire_time(pipe)
         slot.free_vc = list(core.vc[pipe]) if core.check else None
         slot.state = Slot.FREE
-        f = sys._getframe(1)
-        slot.site = (f.f_code.co_filename, f.f_lineno)
+        slot.site = frame_site(sys._getframe(1))
         slot.gen += 1
         core.occupancy.append((slot.free_t, slot.memory.name, -slot.nbytes))
         self._free.append(slot)

@@ -42,9 +42,26 @@ def call_site() -> tuple[str, int]:
         if internal is None:
             internal = _is_internal(name)
         if not internal:
-            return (name, f.f_lineno)
+            return frame_site(f)
         f = f.f_back
     return ("<unknown>", 0)
+
+
+_sites: dict[tuple, tuple] = {}   # (id(code), offset) -> (code, site); the code kept, so its id stays its own
+
+
+def frame_site(f) -> tuple[str, int]:
+    """(file, line) where frame ``f`` is now. Memoised per code object and instruction offset: ``f_lineno``
+    walks the code's line table from its start, microseconds per call in a long kernel function."""
+    code = f.f_code
+    hit = _sites.get((id(code), f.f_lasti))
+    if hit is not None and hit[0] is code:
+        return hit[1]
+    if len(_sites) > 1 << 16:   # code objects of re-run notebook cells: do not keep them all
+        _sites.clear()
+    site = (code.co_filename, f.f_lineno)
+    _sites[(id(code), f.f_lasti)] = (code, site)
+    return site
 
 
 def format_site(site: tuple[str, int]) -> str:
