@@ -56,6 +56,7 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     filled (default: the one of an enclosing :func:`npusim.shared_l2`, else a cold one).
     ``algorithmic_macs``: the operation's useful multiply-accumulates when the kernel's Mmads include
     padding or helper products (e.g. a convolution's zero channels), for ``Profile.mac_utilization``.
+    The kernel runs with numpy's floating-point warnings off: inf and NaN are the hardware's answer.
     """
     # a launch allocates many small records (timeline, tracker) and no cyclic garbage: the cyclic collector,
     # whose passes scan every young object, stays off until the launch's own state (cores, trackers,

@@ -53,14 +53,16 @@ _sites: dict[tuple, tuple] = {}   # (id(code), offset) -> (code, site); the code
 def frame_site(f) -> tuple[str, int]:
     """(file, line) where frame ``f`` is now. Memoised per code object and instruction offset: ``f_lineno``
     walks the code's line table from its start, microseconds per call in a long kernel function."""
-    code = f.f_code
-    hit = _sites.get((id(code), f.f_lasti))
+    code, at = f.f_code, f.f_lasti
+    if at < 128:   # near the start of its code the walk costs no more than the lookup
+        return (code.co_filename, f.f_lineno)
+    hit = _sites.get((id(code), at))
     if hit is not None and hit[0] is code:
         return hit[1]
     if len(_sites) > 1 << 16:   # code objects of re-run notebook cells: do not keep them all
         _sites.clear()
     site = (code.co_filename, f.f_lineno)
-    _sites[(id(code), f.f_lasti)] = (code, site)
+    _sites[(id(code), at)] = (code, site)
     return site
 
 
