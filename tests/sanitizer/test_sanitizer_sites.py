@@ -89,6 +89,22 @@ def _cell_kernel(fname: str):
     return scope["kernel"]
 
 
+LONG_CELL = "def kernel(y):\n    pipe = ns.TPipe()\n    buf = ns.TBuf()\n    pipe.init_buffer(buf, 64)\n" + "".join(
+    f"    v{i} = {i}\n" for i in range(60)) + "    ns.data_copy(y, buf.get(ns.float16), 32)\n"
+
+
+def test_the_line_deep_in_a_long_kernel_is_its_own_in_every_copy_of_the_code():
+    # far into a long function the site comes from a memo per code object: two compilations of one text
+    # under different names are equal code objects, and each keeps its own file; the line is right
+    for fname in ("/tmp/first_copy.py", "/tmp/second_copy.py", "/tmp/first_copy.py"):
+        scope = {"ns": ns}
+        exec(compile(LONG_CELL, fname, "exec"), scope)
+        for _ in range(2):   # the second launch reads the memo
+            with pytest.raises(ns.UninitializedReadError) as e:
+                ns.launch(scope["kernel"], 1, np.zeros(32, np.float16))
+            assert e.value.where == f"{os.path.basename(fname)}:65"
+
+
 def test_a_notebook_cell_is_named_as_jupyterlab_shows_it(monkeypatch):
     IPython = pytest.importorskip("IPython")
     fname = "/tmp/ipykernel_4242/3065602686.py"
