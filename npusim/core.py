@@ -310,13 +310,18 @@ class Core:
     def release(self) -> None:
         """The launch has what it needs from this core: untie the core, its memories, their trackers and the
         queues' buffers, which refer to one another, so that all of it (MBs of on-chip memory, the
-        trackers' records) is freed at once rather than by a pass of the cyclic collector."""
+        trackers' records) is freed at once rather than by a pass of the cyclic collector. A tensor kept
+        from the launch is then refused by every instruction (its buffer's state is ENDED)."""
         for mem in self.memories.values():
             for *_, owner in mem.allocations:
                 for slot in owner.slots:
                     slot.owner = None
+                    slot.state = slot.ENDED
+                    slot.gen += 1   # so that the instructions' fast paths pass it to the checks
             mem.allocations.clear()
             mem.tracker = None
+        for q in self.queues:
+            q.core = None
         self.memories.clear()
         self.queues.clear()
 

@@ -117,9 +117,7 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
         core = Core(cfg, b, block_dim, active, sanitize, t0=t0)
         core.memsys = memsys
         run_on(core)
-        # inf and NaN results (overflow, 0/0) are the hardware's answer, not a numpy warning: off for the
-        # whole kernel (in its own thread too), once instead of around every instruction
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"):   # once per kernel (and in its own thread), not per instruction
             kernel_fn(*new_args, **new_kwargs)
         return core, core.finish()
 

@@ -106,6 +106,10 @@ class TQue:
     def _need_init(self, what: str):
         if self.core is None:
             name = self.name or guess_name(self) or "queue"
+            if self.slots:   # Core.release() ran: its launch is over
+                raise UsageError(f"{what} on queue {queue_text(self)} from a launch that has ended",
+                                 hint="a queue lives for one launch: create it and init_buffer it in the kernel "
+                                      "that uses it")
             raise UsageError(f"{what} on queue {queue_text(self)}, which has no memory: init_buffer was never "
                              f"called for it", hint=f"call pipe.init_buffer({name}, num, length) before using it")
         return self.core
@@ -213,6 +217,8 @@ class TQue:
             raise UsageError(f"{op} on {queue_text(self)} needs a LocalTensor from this queue, not "
                              f"{type(tensor).__name__}", hint=f"pass the tensor alloc_tensor() or deque() of "
                                                               f"'{self.name}' returned")
+        if slot.state == Slot.ENDED:
+            tensor.check_usable(op, call_site())   # raises: the tensor's launch is over
         if slot.owner is not self:
             raise UsageError(f"{op}: tensor {slot.label} belongs to '{slot.owner.name}', not to "
                              f"{queue_text(self)}", hint=f"call {slot.owner.name}.{op}(...) for it, or use the "

@@ -47,7 +47,7 @@ def call_site() -> tuple[str, int]:
     return ("<unknown>", 0)
 
 
-_sites: dict[tuple, tuple] = {}   # (id(code), offset) -> (code, site); the code kept, so its id stays its own
+_sites: dict[tuple, tuple] = {}   # (id(code), offset) -> (code, site): holding the code keeps its id its own
 
 
 def frame_site(f) -> tuple[str, int]:
@@ -57,7 +57,7 @@ def frame_site(f) -> tuple[str, int]:
     if at < 128:   # near the start of its code the walk costs no more than the lookup
         return (code.co_filename, f.f_lineno)
     hit = _sites.get((id(code), at))
-    if hit is not None and hit[0] is code:
+    if hit is not None:
         return hit[1]
     if len(_sites) > 1 << 16:   # code objects of re-run notebook cells: do not keep them all
         _sites.clear()

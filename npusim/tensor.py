@@ -140,7 +140,8 @@ class Slot:
     __slots__ = ("memory", "addr", "nbytes", "label", "state", "gen", "owner",
                  "ready_t", "ready_vc", "free_t", "free_vc", "site", "views")
 
-    FREE, ALLOCATED, QUEUED, DEQUEUED, SCRATCH = "free", "allocated", "enqueued", "dequeued", "scratch"
+    FREE, ALLOCATED, QUEUED, DEQUEUED, SCRATCH, ENDED = ("free", "allocated", "enqueued", "dequeued", "scratch",
+                                                         "ended")   # ENDED: its launch is over
 
     def __init__(self, memory, addr: int, nbytes: int, label: str, owner):
         self.memory = memory
@@ -236,6 +237,12 @@ class LocalTensor:
         """The tensor must be live and owned by the caller, and [start, start+count) inside it (``hint``:
         the caller's advice when it is not, e.g. a padding rule; a function of none, to build it only then)."""
         slot = self.slot
+        if slot.state == Slot.ENDED:
+            raise TensorStateError(
+                f"{op} uses {self.name} from a launch that has ended",
+                hint="a tensor lives for one launch: take it from alloc_tensor/deque or TBuf.get in the kernel "
+                     "that uses it, not from a variable kept from an earlier launch",
+                where=format_site(site), tensor=self.name)
         if slot.gen != self.gen or slot.state == Slot.FREE:
             raise TensorStateError(
                 f"{op} uses {self.name} after free_tensor (it was freed at "

@@ -272,6 +272,47 @@ def test_tensor_state_error_free_twice():
         ns.launch(lifecycle, 1, x16(), "free_twice")
 
 
+_kept: dict = {}
+
+
+@ns.kernel
+def keeps_its_tensors(x):
+    pipe = ns.TPipe()
+    buf, q = ns.TBuf(ns.TPosition.VECCALC), ns.TQue(ns.TPosition.VECIN)
+    pipe.init_buffer(buf, 2048)
+    pipe.init_buffer(q, 1, 2048)
+    _kept["scratch"] = t = buf.get(ns.float16)
+    ns.data_copy(t, x, 1024)
+    _kept["queue"] = q
+
+
+@ns.kernel
+def uses_kept(x, what):
+    pipe = ns.TPipe()
+    buf = ns.TBuf(ns.TPosition.VECCALC)
+    pipe.init_buffer(buf, 2048)
+    mine = buf.get(ns.float16)
+    if what == "copy in":
+        ns.data_copy(_kept["scratch"], x, 1024)
+    elif what == "add":
+        ns.add(mine, _kept["scratch"], mine, 1024)
+    elif what == "copy out":
+        ns.data_copy(x, _kept["scratch"], 1024)
+    else:
+        _kept["queue"].alloc_tensor(ns.float16)
+
+
+@pytest.mark.parametrize("what", ["copy in", "add", "copy out", "queue"])
+def test_a_tensor_or_queue_kept_from_an_ended_launch_is_refused(what):
+    # the launch unties its core from its memories (Core.release): without a check, a tensor kept in a
+    # variable would reach an instruction of the next launch with its old memory (silently wrong) or none
+    ns.launch(keeps_its_tensors, 1, x16())
+    err = ns.UsageError if what == "queue" else ns.TensorStateError
+    with pytest.raises(err, match="from a launch that has ended") as e:
+        ns.launch(uses_kept, 1, x16(), what)
+    assert "lives for one launch" in e.value.hint
+
+
 def test_correct_lifecycle_passes():
     ns.launch(lifecycle, 1, x16(), None)
 
