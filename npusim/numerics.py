@@ -102,23 +102,18 @@ def tree_sum(x: np.ndarray) -> np.ndarray:
     return a.reshape(()) if a.size else np.zeros((), x.dtype)
 
 
-def _to_f64(x: np.ndarray) -> np.ndarray:
-    """A C-ordered float64 copy of ``x`` (any layout), exact for every supported input type. (numpy 2's own
-    fp16 conversion beats a 64 K-entry table here: the table's 512 KB fall out of the cache between Mmads.)"""
-    return x.astype(np.float64, order="C")
-
-
 def logical_a(a_zz: np.ndarray) -> np.ndarray:
     """The float64 (M, K') matrix of ZZ fractals (M1, K1, 16, K0), converted while being rearranged
-    (exact for every input type, and int8 sums stay exact below 2**53)."""
+    (exact for every input type, and int8 sums stay exact below 2**53; numpy's own fp16 cast beats a
+    64 K-entry table, whose 512 KB fall out of the cache between Mmads)."""
     m1, k1, _, k0 = a_zz.shape
-    return _to_f64(a_zz.transpose(0, 2, 1, 3)).reshape(m1 * 16, k1 * k0)
+    return a_zz.transpose(0, 2, 1, 3).astype(np.float64, order="C").reshape(m1 * 16, k1 * k0)
 
 
 def logical_b(b_zn: np.ndarray) -> np.ndarray:
     """The float64 (K', N) matrix of ZN fractals (K1, N1, 16, K0), like :func:`logical_a`."""
     k1, n1, _, k0 = b_zn.shape
-    return _to_f64(b_zn.transpose(0, 3, 1, 2)).reshape(k1 * k0, n1 * 16)
+    return b_zn.transpose(0, 3, 1, 2).astype(np.float64, order="C").reshape(k1 * k0, n1 * 16)
 
 
 def mmad(c_nz: np.ndarray, a_zz: np.ndarray, b_zn: np.ndarray, k: int, accumulate: bool,

@@ -78,12 +78,6 @@ class GlobalTensor:
 
     def __getitem__(self, key) -> "GlobalTensor":
         # no check of the end here: the instruction that touches the data reports the exact range
-        if type(key) is slice and key.step is None and type(key.start) is int and key.stop is None \
-                and key.start >= 0:   # x_gm[offset:], the form of every tile loop
-            t = GlobalTensor.__new__(GlobalTensor)
-            t.buf, t.offset, t.size, t.dtype = self.buf, self.offset + key.start, max(0, self.size - key.start), \
-                self.dtype
-            return t
         start, stop = _bounds(key, self.size, self)
         if start < 0 or stop < 0:
             n = self.buf.flat.size
@@ -276,6 +270,8 @@ class LocalTensor:
 
 def _bounds(key, size: int, t) -> tuple[int, int]:
     """(start, stop) of ``t[key]`` in elements of ``t``, unchecked: an int is ``t[key:]``."""
+    if type(key) is slice and key.step is None and type(key.start) is int and key.stop is None:
+        return key.start, size   # x[offset:], the form of every tile loop
     if isinstance(key, (int, np.integer)):
         return int(key), size
     if isinstance(key, slice):

@@ -298,11 +298,15 @@ def uses_kept(x, what):
         ns.add(mine, _kept["scratch"], mine, 1024)
     elif what == "copy out":
         ns.data_copy(x, _kept["scratch"], 1024)
+    elif what == "enque":   # this launch's queue, the earlier launch's tensor
+        q = ns.TQue(ns.TPosition.VECIN)
+        pipe.init_buffer(q, 1, 2048)
+        q.enque(_kept["scratch"])
     else:
         _kept["queue"].alloc_tensor(ns.float16)
 
 
-@pytest.mark.parametrize("what", ["copy in", "add", "copy out", "queue"])
+@pytest.mark.parametrize("what", ["copy in", "add", "copy out", "enque", "queue"])
 def test_a_tensor_or_queue_kept_from_an_ended_launch_is_refused(what):
     # the launch unties its core from its memories (Core.release): without a check, a tensor kept in a
     # variable would reach an instruction of the next launch with its old memory (silently wrong) or none
