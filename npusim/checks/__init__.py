@@ -20,9 +20,9 @@ import pkgutil
 
 from .. import tracebacks as _tracebacks
 from ._core import CheckFailed, NotFinished, hidden_seed, learner_facing, passed, strict
-from ._flow import HINTS, finished, hint, mine_or_reference, uses
+from ._flow import HINTS, Skeleton, finished, hint, mine_or_reference, uses
 
-__all__ = ["CheckFailed", "NotFinished", "passed", "hint", "uses", "mine_or_reference", "finished",
+__all__ = ["CheckFailed", "NotFinished", "passed", "hint", "uses", "mine_or_reference", "finished", "Skeleton",
            "hidden_seed", "strict"]
 
 

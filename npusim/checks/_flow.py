@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import sys
 import types
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from ..tracebacks import RED, RESET, compact, is_unfinished, unfinished_line
@@ -109,8 +110,30 @@ def mine_or_reference(mine: Callable, reference: Callable, exercise: str) -> Cal
 
 # --- hints ----------------------------------------------------------------------------------------------
 
-HINTS: dict[str, tuple[str, ...]] = {}
-"""exercise key -> its hints, weakest first (collected from the lab modules' ``HINTS``)."""
+BLANK = "___"
+"""How a blank is written in a level-3 skeleton."""
+
+
+@dataclass(frozen=True)
+class Skeleton:
+    """A level-3 hint: code whose blanks (``___``) are the skill (loop bounds, offsets, the flag pair, the
+    formula), never one obvious token. ``setup`` is the code (imports, the lab's inputs) the skeleton needs
+    to run outside the notebook; ``call`` is the expression that checks what it defines, e.g.
+    ``"check.vector_add(add_kernel)"``. The test suite fills the blanks with the simplest tokens that fit
+    and asserts that this does not pass."""
+
+    code: str
+    call: str
+    setup: str = "from npusim import checks as check"
+    intro: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.intro}\n{self.code}" if self.intro else self.code
+
+
+HINTS: dict[str, tuple[str | Skeleton, ...]] = {}
+"""exercise key -> its hints, weakest first (collected from the lab modules' ``HINTS``): a direction, the
+approach without its key step, then a :class:`Skeleton`."""
 
 
 def hint(exercise: str, level: int = 1) -> None:
