@@ -18,7 +18,23 @@ os.environ["NPUSIM_STRICT"] = "1"
 _LAB = re.compile(r"^(\d\d)_")
 
 
+def pytest_configure(config):
+    config._npusim_solved_outputs = {}  # lab -> what its solved cells printed (tests/labs/test_claims.py)
+
+
+def pytest_runtest_teardown(item):
+    # keep what nbval's run of a solution printed, so that the claims test reads the same run
+    outputs = getattr(item, "test_outputs", None)
+    if outputs is not None:
+        from npusim.course.claims import outputs_text
+        kept = item.config._npusim_solved_outputs
+        stem = os.path.basename(str(item.fspath)).removesuffix(".ipynb")
+        kept[stem] = kept.get(stem, "") + "\n" + outputs_text(outputs)
+
+
 def pytest_collection_modifyitems(config, items):
+    # the claims test reads the solutions' outputs: it runs after them
+    items.sort(key=lambda item: "test_claims.py" in str(getattr(item, "path", "") or item.fspath))
     # nbval items of solutions/NN_*.ipynb get the lab's marker (e.g. -m lab01) and "labs"
     for item in items:
         path = str(getattr(item, "path", "") or item.fspath)
