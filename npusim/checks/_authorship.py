@@ -233,8 +233,8 @@ class Window:
 
     # rule 3: the frames from an instruction's innermost non-simulator frame out to the launch
     def issued(self, frame) -> None:
-        tolerated = None   # package code (not an answer, not allowed) the work went through
-        ok = False
+        tolerated = None   # package code (not an answer, not allowed) the work went through: the outermost
+        ok = False         # such frame before the learner's is the function the learner called
         f = frame
         while f is not None and not sanitizer._is_internal(f.f_code.co_filename):
             k = self.kind(f.f_code)
@@ -253,7 +253,7 @@ class Window:
                     if tolerated is not None:
                         self.refuse(f.f_code.co_qualname, _qualname(tolerated), _where(f))
                     ok = True
-                elif k == PACKAGE and tolerated is None:
+                elif k == PACKAGE:
                     tolerated = f.f_code
             f = f.f_back
         if not ok and tolerated is not None:
@@ -428,6 +428,35 @@ class window:
         if self.w.refusal is not None and exc is not self.w.refusal:
             raise self.w.refusal.with_traceback(None) from None   # the learner's code swallowed it
         return False
+
+
+class learner_call:
+    """``with learner_call(what):`` around a call of the learner's code inside a check: where the exercise
+    is a prediction (lab 00's copy cycles), the learner's code may not run a kernel to measure it."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self) -> None:
+        self.before = sanitizer.authorship_watch
+        w = _current[-1] if _current else None
+        if w is not None and w.exercise is not None and w.exercise.predicts:
+            sanitizer.authorship_watch = functools.partial(_measures, w, self.what)
+
+    def __exit__(self, *exc) -> bool:
+        sanitizer.authorship_watch = self.before
+        return False
+
+
+def _measures(w: Window, what: str, frame) -> None:
+    f = frame
+    while f is not None and w.kind(f.f_code) != LEARNER:
+        f = f.f_back
+    where = f" (at {_where(f)})" if f is not None else ""
+    if w.refusal is None:
+        w.refusal = Refused(w.check, f"{what} runs a kernel on the simulator{where} to measure the answer: this "
+                                     f"exercise is to predict it from the cost model, without running it")
+    raise w.refusal
 
 
 class learner_kernel:

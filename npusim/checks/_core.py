@@ -117,9 +117,12 @@ def call_learner(check: str, fn: Callable, *args: Any, case: dict | None = None,
     learner's line), or the learner's own exception (with their line, never our frames). ``explain``
     maps an exception type to what it most likely means in this exercise (appended to the message)."""
     __tracebackhide__ = True
+    from . import _authorship
+
     where = f" on the hidden input [{describe(case)}]" if case else ""
     try:
-        return fn(*args, **kwargs)
+        with _authorship.learner_call(what):
+            return fn(*args, **kwargs)
     except NotImplementedError as e:
         raise NotFinished(check, f"not finished yet: {str(e).strip() or 'the exercise'}") from None
     except CheckFailed:

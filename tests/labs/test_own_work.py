@@ -72,6 +72,11 @@ SHORTCUTS = [
              "def predicted_1000():\n    from npusim.checks import lab00_tour\n"
              "    return lab00_tour.simulated_copy_cycles(ns.a2, 1000)\n", names="simulated_copy_cycles"),
     _patch("00_tour", "check-copy-cycles", "copy_cycles", C + "lab00_tour.simulated_copy_cycles"),
+    Shortcut("00_tour", "check-copy-cycles", "measures",
+             "def copy_cycles(config, nbytes):\n    x = np.zeros(nbytes // 2, np.float16)\n"
+             "    prof = run_vector_add(x, x, tile=x.size, buffer_num=1, config=config).profile\n"
+             "    copy = next(i for i in prof.instructions if i.pipe.name == 'MTE2')\n"
+             "    return copy.end - copy.start\n", expect="runs a kernel on the simulator", names="cost model"),
     # lab 01
     _alias("01_vector_add", "check-vector-add", "add_kernel", K + "vector_add.vector_add"),
     _wrapper("01_vector_add", "check-vector-add", "add_kernel", K + "vector_add.vector_add"),
