@@ -87,6 +87,9 @@ SHORTCUTS = [
              "        from npusim.kernels.vector_add import KernelAdd\n        KernelAdd.process(self)\n",
              names="KernelAdd.process"),
     _patch("01_vector_add", "check-vector-add", "add_kernel", K + "vector_add.vector_add"),
+    Shortcut("01_vector_add", "check-vector-add", "package-kernel",   # rule 3: no answer, but not the learner's
+             "@ns.kernel\ndef add_kernel(x, y, z, total, tile, buffer_num=2):\n"
+             "    from npusim.kernels.elementwise import relu\n    relu(x, z, total)\n", names="relu"),
     _alias("01_vector_add", "check-vector-add-fast", "add_kernel", K + "vector_add.vector_add"),
     _alias("01_vector_add", "check-block-range", "my_block_range", K + "vector_add.block_range"),
     _wrapper("01_vector_add", "check-block-range", "my_block_range", K + "vector_add.block_range"),
