@@ -5,7 +5,8 @@ drawn from the grading seed), verifies the contract it states (types, dtypes, sh
 reference at a tolerance suited to the dtype, requires a clean sanitizer run, and where the lab is about
 speed or bytes moved, a target a naive answer misses. A pass prints one ``PASSED`` line; a failure says
 what differs, on which input, and the likely causes. In a notebook a failure is printed and the notebook
-goes on; with ``NPUSIM_STRICT=1`` (grading, tests) it raises :class:`CheckFailed`.
+goes on; with ``NPUSIM_STRICT=1`` (grading, tests) it raises :class:`CheckFailed`. Only the learner's own
+work passes: the package's answers (one table, :mod:`._answers`) are refused by :mod:`._authorship`.
 
 Each lab's checks live in a module ``labNN*.py`` of this package; every public function of those modules
 (listed in its ``__all__``, or not starting with ``_``) is a check available here, and the module's
