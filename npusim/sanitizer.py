@@ -32,8 +32,25 @@ def _is_internal(filename: str) -> bool:
     return r
 
 
-def call_site() -> tuple[str, int]:
-    """(file, line) of the innermost frame outside the simulator itself: the kernel's own line."""
+authorship_watch = None
+"""While a check runs the learner's kernel: a function of each instruction's innermost kernel frame that
+refuses work handed to the package's answers (set by :mod:`npusim.checks._authorship`)."""
+
+_library_cache: dict[str, bool] = {}
+
+
+def _is_library(filename: str) -> bool:
+    """The package's own kernel code (reference kernels, lab helpers) or an installed library's."""
+    r = _library_cache.get(filename)
+    if r is None:
+        r = _library_cache[filename] = tracebacks.is_package_file(filename)
+    return r
+
+
+def call_site() -> tuple:
+    """Where the kernel issued this instruction: (file, line) of the innermost frame outside the simulator
+    itself. When that frame is a package helper the learner's code called (lab 03's ``copy_strips``, lab
+    04's band helpers), the learner's line instead, with the helper's name: (file, line, "copy_strips")."""
     f = sys._getframe(2)  # frame 1, the caller, is the simulator's (only the simulator calls this)
     cache = _internal_cache
     while f is not None:
@@ -42,9 +59,26 @@ def call_site() -> tuple[str, int]:
         if internal is None:
             internal = _is_internal(name)
         if not internal:
+            if authorship_watch is not None:
+                authorship_watch(f)
+            if _is_library(name):
+                return _learner_site(f)
             return frame_site(f)
         f = f.f_back
     return ("<unknown>", 0)
+
+
+def _learner_site(f) -> tuple:
+    """The learner's line that called the package helper running in frame ``f``, else ``f``'s own."""
+    inner, g = f, f.f_back
+    while g is not None:
+        name = g.f_code.co_filename
+        if _is_internal(name):
+            break   # the launch: a package kernel of its own, not called by the learner
+        if not _is_library(name):
+            return frame_site(g) + (inner.f_code.co_name,)
+        inner, g = g, g.f_back
+    return frame_site(f)
 
 
 _sites: dict[tuple, tuple] = {}   # (id(code), offset) -> (code, site): holding the code keeps its id its own
@@ -66,9 +100,11 @@ def frame_site(f) -> tuple[str, int]:
     return site
 
 
-def format_site(site: tuple[str, int]) -> str:
-    """``file.py:12``, or ``In [7], line 12`` for a notebook cell (as JupyterLab labels the cell)."""
-    return tracebacks.site(*site)
+def format_site(site: tuple) -> str:
+    """``file.py:12``, or ``In [7], line 12`` for a notebook cell (as JupyterLab labels the cell); with
+    ``, in copy_strips`` when the learner's line called a package helper that issued the instruction."""
+    text = tracebacks.site(site[0], site[1])
+    return f"{text}, in {site[2]}" if len(site) > 2 else text
 
 
 def guess_name(obj, frame=None) -> str | None:

@@ -20,6 +20,7 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _LIB_DIRS = tuple({os.path.abspath(p) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
                                                  sysconfig.get_paths()["platlib"], sys.prefix,
                                                  sys.base_prefix) if p and len(os.path.abspath(p)) > 1})
+_SITE_PARTS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 _state = {"internals": False}
 RED, RESET = "\x1b[31m", "\x1b[0m"
 
@@ -70,7 +71,9 @@ def is_package_file(filename: str) -> bool:
         return True
     if filename.startswith("<") and not cell_label(filename):
         return True  # <frozen ...>, <string>: not code the learner can open
-    return any(path.startswith(d + os.sep) for d in _LIB_DIRS) and not cell_label(filename)
+    # an installed library, also one another environment provides (a .pth file, a shared venv)
+    library = any(path.startswith(d + os.sep) for d in _LIB_DIRS) or any(p in path for p in _SITE_PARTS)
+    return library and not cell_label(filename)
 
 
 def learner_frames(tb: TracebackType | None) -> list[traceback.FrameSummary]:
@@ -80,12 +83,15 @@ def learner_frames(tb: TracebackType | None) -> list[traceback.FrameSummary]:
 
 def innermost_learner_site(tb: TracebackType | None) -> str:
     """``In [7], line 12 (the line)`` of the innermost learner frame, or ''."""
-    frames = learner_frames(tb)
-    if not frames:
+    every = traceback.extract_tb(tb)
+    mine = [i for i, f in enumerate(every) if not is_package_file(f.filename)]
+    if not mine:
         return ""
-    f = frames[-1]
+    f = every[mine[-1]]
     line = (f.line or linecache.getline(f.filename, f.lineno)).strip()
-    return f"{site(f.filename, f.lineno)}" + (f": {line}" if line else "")
+    # raised inside a package helper the learner called (copy_strips, a band helper): name the helper
+    via = f", in {every[mine[-1] + 1].name}" if mine[-1] + 1 < len(every) else ""
+    return f"{site(f.filename, f.lineno)}{via}" + (f": {line}" if line else "")
 
 
 def is_unfinished(exc: BaseException) -> bool:

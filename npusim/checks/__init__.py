@@ -5,7 +5,8 @@ drawn from the grading seed), verifies the contract it states (types, dtypes, sh
 reference at a tolerance suited to the dtype, requires a clean sanitizer run, and where the lab is about
 speed or bytes moved, a target a naive answer misses. A pass prints one ``PASSED`` line; a failure says
 what differs, on which input, and the likely causes. In a notebook a failure is printed and the notebook
-goes on; with ``NPUSIM_STRICT=1`` (grading, tests) it raises :class:`CheckFailed`.
+goes on; with ``NPUSIM_STRICT=1`` (grading, tests) it raises :class:`CheckFailed`. Only the learner's own
+work passes: the package's answers (one table, :mod:`._answers`) are refused by :mod:`._authorship`.
 
 Each lab's checks live in a module ``labNN*.py`` of this package; every public function of those modules
 (listed in its ``__all__``, or not starting with ``_``) is a check available here, and the module's
@@ -19,6 +20,7 @@ import importlib
 import pkgutil
 
 from .. import tracebacks as _tracebacks
+from . import _authorship
 from ._core import CheckFailed, NotFinished, hidden_seed, learner_facing, passed, strict
 from ._flow import HINTS, Skeleton, finished, hint, mine_or_reference, uses
 
@@ -27,10 +29,12 @@ __all__ = ["CheckFailed", "NotFinished", "passed", "hint", "uses", "mine_or_refe
 
 
 def _collect() -> None:
+    mods = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if not info.name.startswith("lab"):
             continue
         mod = importlib.import_module(f"{__name__}.{info.name}")
+        mods.append(mod)
         names = getattr(mod, "__all__", None) or [
             n for n, v in vars(mod).items()
             if callable(v) and not n.startswith("_") and getattr(v, "__module__", "") == mod.__name__
@@ -42,6 +46,7 @@ def _collect() -> None:
             if key in HINTS:
                 raise RuntimeError(f"hint key {key!r} defined twice ({mod.__name__})")
             HINTS[key] = tuple(ladder)
+    _authorship.snapshot(mods)   # what the package defined, before a notebook can reassign any of it
 
 
 _collect()

@@ -85,13 +85,17 @@ def show_failure(e: CheckFailed) -> None:
 
 
 def learner_facing(fn: Callable[..., None]) -> Callable[..., None]:
-    """Wrap a check for notebooks: a failure is shown and the notebook goes on; strict mode raises."""
+    """Wrap a check for notebooks: a failure is shown and the notebook goes on; strict mode raises. While it
+    runs, only the learner's own work passes (:mod:`npusim.checks._authorship`)."""
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> None:
         __tracebackhide__ = True
+        from . import _authorship  # (it imports this module)
+
         try:
-            fn(*args, **kwargs)
+            with _authorship.window(fn.__name__, [*args, *kwargs.values()]):
+                fn(*args, **kwargs)
         except CheckFailed as e:
             if strict():
                 raise
@@ -113,9 +117,12 @@ def call_learner(check: str, fn: Callable, *args: Any, case: dict | None = None,
     learner's line), or the learner's own exception (with their line, never our frames). ``explain``
     maps an exception type to what it most likely means in this exercise (appended to the message)."""
     __tracebackhide__ = True
+    from . import _authorship
+
     where = f" on the hidden input [{describe(case)}]" if case else ""
     try:
-        return fn(*args, **kwargs)
+        with _authorship.learner_call(what):
+            return fn(*args, **kwargs)
     except NotImplementedError as e:
         raise NotFinished(check, f"not finished yet: {str(e).strip() or 'the exercise'}") from None
     except CheckFailed:
@@ -131,10 +138,15 @@ def call_learner(check: str, fn: Callable, *args: Any, case: dict | None = None,
 
 def run_kernel(check: str, kernel: Callable, block_dim: int, *args: Any, case: dict, config=None,
                explain: dict[type, str] | None = None, **kwargs: Any) -> LaunchResult:
-    """Launch the learner's kernel with the sanitizer on; any problem becomes a :class:`CheckFailed`."""
+    """Launch the learner's kernel with the sanitizer on; any problem becomes a :class:`CheckFailed`. Every
+    instruction must be the learner's own or a helper's the exercise allows (rule 3 of
+    :mod:`npusim.checks._authorship`)."""
     __tracebackhide__ = True
-    return call_learner(check, launch, kernel, block_dim, *args, case=case, what="your kernel", config=config,
-                        sanitize="error", explain=explain, **kwargs)
+    from . import _authorship
+
+    with _authorship.learner_kernel():
+        return call_learner(check, launch, kernel, block_dim, *args, case=case, what="your kernel",
+                            config=config, sanitize="error", explain=explain, **kwargs)
 
 
 # --- what differs: the failure's signature -------------------------------------------------------------

@@ -3,8 +3,9 @@
 - ``with check.uses("exercise 1"):`` around a cell that runs the learner's code: an unfinished exercise
   gives one line and the cell is skipped; any other error is shown briefly (in red) and the notebook goes
   on. In strict mode (grading, tests) everything is raised as usual.
-- ``check.mine_or_reference(mine, reference, "exercise 2")``: what an explorer should run: the learner's
-  code once it is finished, the reference kernel until then (saying so in one line).
+- ``check.mine_or_reference("vector-add", add_kernel)``: what an explorer should run: the learner's code
+  once the exercise (named by its hint key) is finished, the package's stand-in until then (saying so in
+  one line; the stand-ins are listed in :mod:`npusim.checks._answers`).
 - ``check.hint("vector-add", 2)``: the hint ladder of an exercise (direction, approach, nearly the code).
 """
 
@@ -98,14 +99,21 @@ def finished(*objs: Any) -> bool:
     return True
 
 
-def mine_or_reference(mine: Callable, reference: Callable, exercise: str) -> Callable:
-    """``mine`` once the exercise is finished, else ``reference`` (saying so in one line), e.g.
-    ``mine_or_reference(add_kernel, vector_add, "exercise 1")``."""
+def mine_or_reference(exercise: str, mine: Any) -> Any:
+    """What an explorer should run: ``mine`` once the exercise ``exercise`` (its hint key) is finished, else
+    the package's stand-in for it (saying so in one line), e.g. ``mine_or_reference("vector-add",
+    add_kernel)``. The lab never imports the stand-in itself: its answers stay out of the learner's hands."""
+    from ._answers import BY_KEY, resolve
+
+    ex = BY_KEY.get(exercise)
+    if ex is None or ex.stand_in is None:
+        known = sorted(k for k, e in BY_KEY.items() if e.stand_in)
+        raise KeyError(f"no stand-in for {exercise!r}; exercises with one: {', '.join(known)}")
     if finished(mine):
         return mine
-    print(f"{exercise}: not finished yet, so this cell uses the reference kernel (finish it, then run this "
+    print(f"{exercise}: not finished yet, so this cell uses the package's version (finish it, then run this "
           f"cell again to use yours).")
-    return reference
+    return resolve(ex.stand_in)
 
 
 # --- hints ----------------------------------------------------------------------------------------------

@@ -62,13 +62,16 @@ def test_finished_follows_notebook_names():
          "def kernel2():\n    Done().go()\n", ns_)
     assert not check.finished(ns_["kernel"])      # the stub sits in a class the kernel uses
     assert check.finished(ns_["kernel2"])
-    assert check.mine_or_reference(ns_["kernel2"], _stub, "exercise 1") is ns_["kernel2"]
+    assert check.mine_or_reference("vector-add", ns_["kernel2"]) is ns_["kernel2"]
 
 
 def test_mine_or_reference_says_so(capsys):
-    ref = lambda: 0  # noqa: E731
-    assert check.mine_or_reference(_stub, ref, "exercise 3") is ref
-    assert "exercise 3: not finished yet" in capsys.readouterr().out
+    from npusim.kernels.vector_add import vector_add
+
+    assert check.mine_or_reference("vector-add", _stub) is vector_add
+    assert "vector-add: not finished yet" in capsys.readouterr().out
+    with pytest.raises(KeyError, match="no stand-in for 'copy-cycles'"):
+        check.mine_or_reference("copy-cycles", _stub)
 
 
 def test_hint_ladder(capsys):

@@ -74,12 +74,14 @@ def _run_cell(lab: str, cid: str, src: str, ns: dict) -> None:
     exec(compile(src, name, "exec"), ns)
 
 
-def run_check(lab: str, cell_ids: list[str], check_cell: str, wrong: Wrong | None = None) -> str:
-    """Run the cells and the check cell; returns what the check printed. Raises what the check raised."""
+def run_check(lab: str, cell_ids: list[str], check_cell: str, wrong: Wrong | None = None,
+              extra: tuple[str, str] | None = None) -> str:
+    """Run the cells, then ``extra`` (a cell id and source of the test's own, e.g. a shortcut), then the
+    check cell; returns what the check printed. Raises what the check raised."""
     ns: dict = {"__name__": "__main__"}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        for cid, src in sources(lab, cell_ids, wrong):
+        for cid, src in sources(lab, cell_ids, wrong) + ([extra] if extra else []):
             _run_cell(lab, cid, src, ns)
         _run_cell(lab, check_cell, notebook(lab)[check_cell], ns)
     return out.getvalue()

@@ -1,0 +1,472 @@
+"""Only the learner's own work passes: while a check runs, the package's answers (the table of
+:mod:`npusim.checks._answers`) are refused, whatever name, wrapper or subclass they come under.
+
+Three rules, applied to every check by :func:`npusim.checks._core.learner_facing` and ``run_kernel``:
+
+1. **What is handed in**: the object passed to a check (a function, class, instance, ``functools.partial``,
+   bound method, the ``__wrapped__`` chain, and the notebook globals its code names) must not be an
+   answer, an alias of one, a subclass or an instance of an answer class, or code copied from one.
+2. **What the learner's code calls**: during the check every answer function (and every method of an
+   answer class) carries trap code: called from the learner's code it is refused; called from the
+   package (the check's own reference run, a helper the lab hands over) it runs as usual. CPython 3.11
+   has no ``sys.monitoring``, and ``sys.setprofile`` would slow every call of the simulator; swapping
+   ``__code__`` costs nothing except at the answers' own calls.
+3. **Who issued each instruction** (kernels): the sanitizer finds each instruction's site
+   (:func:`npusim.sanitizer.call_site`); while a check runs the learner's kernel, the frames from that
+   site out to the launch must contain no answer, and work done by other package code must come through a
+   helper the exercise allows.
+
+A replaced module attribute (``npusim.kernels.softmax.softmax = mine``, a check's oracle swapped for the
+learner's function) is found by comparing with what the package defined, and refused too.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+import types
+from typing import Any, Iterable
+
+from .. import sanitizer
+from ..tracebacks import is_package_file, site as _site_text
+from . import _answers
+from ._core import CheckFailed
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CHECKS_DIR = os.path.dirname(os.path.abspath(__file__))
+_TRAP_FILE = "<npusim answer trap>"
+
+ANSWER, ALLOWED, CHECK, LEARNER, PACKAGE, TRANSPARENT = "answer", "allowed", "check", "learner", "package", "trap"
+
+
+class Refused(CheckFailed):
+    """The learner's object is, or hands its work to, the package's answer."""
+
+
+def message(x: str, y: str, where: str) -> str:
+    """The one refusal message of every check."""
+    at = f" (called at {where})" if where else ""
+    return f"your `{x}` hands the work to npusim's `{y}`{at}: this exercise is to write it yourself"
+
+
+# --- what the package defined: resolved once, compared with what the names hold now -------------------
+
+def _functions(obj: Any) -> Iterable[types.FunctionType]:
+    """The Python functions whose code is ``obj``'s: a function (through ``__wrapped__`` and torch's
+    ``_init_fn``), or the methods a class defines itself (not the ones it inherits)."""
+    if isinstance(obj, (staticmethod, classmethod)):
+        obj = obj.__func__
+    if isinstance(obj, property):
+        for f in (obj.fget, obj.fset, obj.fdel):
+            if f is not None:
+                yield from _functions(f)
+        return
+    if isinstance(obj, type):
+        for v in vars(obj).values():
+            f = v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
+            if isinstance(f, types.FunctionType) and f.__qualname__.startswith(obj.__qualname__ + "."):
+                yield f
+            elif isinstance(v, property):
+                yield from _functions(v)
+        return
+    seen = set()
+    while obj is not None and id(obj) not in seen:
+        seen.add(id(obj))
+        if isinstance(obj, types.FunctionType):
+            yield obj
+        obj = getattr(obj, "__wrapped__", None) or getattr(obj, "_init_fn", None)
+
+
+def _nested(code: types.CodeType) -> Iterable[types.CodeType]:
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        yield c
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+
+
+def _short(dotted: str) -> str:
+    """``vector_add``, ``Im2colConv.expected_params``: how the message names an answer."""
+    parts = dotted.split(".")
+    return ".".join(parts[-2:]) if len(parts) > 2 and parts[-2][:1].isupper() else parts[-1]
+
+
+class _Answer:
+    """One dotted name of the table, as the package defined it."""
+
+    __slots__ = ("dotted", "obj", "codes", "functions", "members")
+
+    def __init__(self, dotted: str, obj: Any):
+        self.dotted, self.obj = dotted, obj
+        self.functions = [f for f in _functions(obj) if _in_package(f.__code__.co_filename)]
+        self.codes = {c for f in self.functions for c in _nested(f.__code__)}
+        self.members = dict(vars(obj)) if isinstance(obj, type) else {}   # a class's own methods, as defined
+
+
+def _in_package(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_PKG_DIR + os.sep)
+
+
+_defined: dict[str, _Answer] = {}
+_module_globals: dict[str, dict[str, Any]] = {}
+
+
+def _genuine(obj: Any) -> bool:
+    """Whether ``obj`` is the package's own (defined in npusim's files), not the learner's."""
+    if isinstance(obj, types.ModuleType):
+        return _in_package(getattr(obj, "__file__", "") or "")
+    if isinstance(obj, type):
+        return (obj.__module__ or "").startswith("npusim")
+    fns = list(_functions(obj))
+    return all(_in_package(f.__code__.co_filename) for f in fns) if fns else True
+
+
+def _answer(dotted: str) -> _Answer | None:
+    """The answer as the package defined it: resolved the first time its module is loaded (torch's
+    modules only once the notebook imported them: a check never imports torch for this)."""
+    a = _defined.get(dotted)
+    if a is None:
+        if dotted.startswith("npusim.torch") and "torch" not in sys.modules:
+            return None
+        obj = _answers.resolve(dotted)
+        if not _genuine(obj):
+            raise Refused("authorship", f"npusim's `{dotted}` was replaced by code defined outside the package "
+                                        f"(an assignment to it?): restart the kernel so the check can compare "
+                                        f"with the package's own")
+        a = _defined[dotted] = _Answer(dotted, obj)
+    return a
+
+
+def snapshot(lab_modules: Iterable[types.ModuleType]) -> None:
+    """Remember what the package defined: every answer whose module needs no torch, and the functions,
+    classes and modules each lab check module's globals hold (its oracles). Called when the checks load."""
+    for dotted in sorted(_answers.all_answers()):
+        _answer(dotted)
+    for mod in lab_modules:
+        _module_globals[mod.__name__] = {k: v for k, v in vars(mod).items()
+                                         if isinstance(v, (types.FunctionType, type, types.ModuleType))}
+
+
+def _tampered(check: str) -> None:
+    """Refuse when a name the checks rely on no longer holds the package's object."""
+    for dotted, a in list(_defined.items()):
+        now = _answers.resolve(dotted)
+        codes_now = [f.__code__ for f in _functions(now)]
+        if now is not a.obj or any(c not in a.codes for c in codes_now if c.co_filename != _TRAP_FILE) or \
+                any(vars(now).get(k) is not v for k, v in a.members.items()):
+            raise Refused(check, f"npusim's `{dotted}` was replaced by your notebook (an assignment to it or to "
+                                 f"its __code__): the check compares with the package's own. Restart the kernel "
+                                 f"and run the notebook without that assignment")
+    for modname, was in _module_globals.items():
+        mod = sys.modules.get(modname)
+        if mod is None:
+            continue
+        for k, v in was.items():
+            if vars(mod).get(k) is not v:
+                raise Refused(check, f"`{modname}.{k}` was replaced by your notebook: the checks rely on it. "
+                                     f"Restart the kernel and run the notebook without that assignment")
+
+
+# --- the window of one check ----------------------------------------------------------------------------
+
+class Window:
+    """What one check refuses while it runs."""
+
+    def __init__(self, exercise: _answers.Exercise | None):
+        self.exercise = exercise
+        allowed = set(exercise.allowed) if exercise else set()
+        self.answers: dict[types.CodeType, str] = {}    # code -> dotted name of the answer
+        self.objects: dict[int, str] = {}                # id of an answer object -> dotted name
+        self.classes: dict[type, str] = {}
+        self.functions: list[tuple[types.FunctionType, str]] = []
+        # the exercise's own answers (its table row lists the other exercises' it could hand over too); a
+        # check the table does not know refuses every answer
+        mine = set(exercise.answers) if exercise else _answers.all_answers()
+        for dotted in sorted(mine - allowed):
+            a = _answer(dotted)
+            if a is None:
+                continue
+            self.objects[id(a.obj)] = dotted
+            if isinstance(a.obj, type):
+                self.classes[a.obj] = dotted
+            for c in a.codes:
+                self.answers.setdefault(c, dotted)
+            self.functions.extend((f, dotted) for f in a.functions)
+        self.allowed: set[types.CodeType] = set()
+        for dotted in allowed:
+            for f in _functions(_answers.resolve(dotted)):
+                self.allowed.update(_nested(f.__code__))
+        self.kinds: dict[types.CodeType, str] = {}
+        self.refusal: Refused | None = None
+        self.check = exercise.check if exercise else "check"
+
+    # classification of a frame's code, cached for the window
+    def kind(self, code: types.CodeType) -> str:
+        k = self.kinds.get(code)
+        if k is None:
+            if code.co_filename == _TRAP_FILE:
+                k = TRANSPARENT
+            elif code in self.answers:
+                k = ANSWER
+            elif code in self.allowed:
+                k = ALLOWED
+            elif not is_package_file(code.co_filename):
+                k = LEARNER
+            elif os.path.abspath(code.co_filename).startswith(_CHECKS_DIR + os.sep):
+                k = CHECK
+            else:
+                k = PACKAGE
+            self.kinds[code] = k
+        return k
+
+    def refuse(self, x: str, dotted: str, where: str) -> None:
+        if self.refusal is None:
+            self.refusal = Refused(self.check, message(x, _short(dotted), where))
+        raise self.refusal
+
+    # rule 2: a call of an answer from the learner's code
+    def called(self, dotted: str, caller) -> None:
+        if caller is not None and self.kind(caller.f_code) == LEARNER:
+            self.refuse(caller.f_code.co_qualname, dotted, _where(caller))
+
+    # rule 3: the frames from an instruction's innermost non-simulator frame out to the launch
+    def issued(self, frame) -> None:
+        tolerated = None   # package code (not an answer, not allowed) the work went through: the outermost
+        ok = False         # such frame before the learner's is the function the learner called
+        f = frame
+        while f is not None and not sanitizer._is_internal(f.f_code.co_filename):
+            k = self.kind(f.f_code)
+            if k == ANSWER:
+                learner = f.f_back
+                while learner is not None and self.kind(learner.f_code) != LEARNER and \
+                        not sanitizer._is_internal(learner.f_code.co_filename):
+                    learner = learner.f_back
+                if learner is not None and self.kind(learner.f_code) == LEARNER:
+                    self.refuse(learner.f_code.co_qualname, self.answers[f.f_code], _where(learner))
+                self.refuse("kernel", self.answers[f.f_code], "")
+            if not ok:
+                if k in (ALLOWED, CHECK):
+                    ok = True
+                elif k == LEARNER:
+                    if tolerated is not None:
+                        self.refuse(f.f_code.co_qualname, _qualname(tolerated), _where(f))
+                    ok = True
+                elif k == PACKAGE:
+                    tolerated = f.f_code
+            f = f.f_back
+        if not ok and tolerated is not None:
+            self.refuse("kernel", _qualname(tolerated), "")
+
+    # rule 1: the objects handed to the check
+    def handed(self, args: Iterable[Any]) -> None:
+        seen: set[int] = set()
+        for arg in args:
+            self._handed(arg, _name_of(arg), seen, depth=0)
+
+    def _handed(self, obj: Any, x: str, seen: set[int], depth: int) -> None:
+        if obj is None or id(obj) in seen or depth > 6 or isinstance(obj, (str, bytes, int, float, bool)):
+            return
+        seen.add(id(obj))
+        dotted = self.objects.get(id(obj))
+        if dotted is not None:
+            self.refuse(x, dotted, "")
+        if isinstance(obj, functools.partial):
+            self._handed(obj.func, x, seen, depth + 1)
+            return
+        if isinstance(obj, types.MethodType):
+            self._handed(obj.__func__, x, seen, depth + 1)
+            self._handed(obj.__self__, x, seen, depth + 1)
+            return
+        if isinstance(obj, (staticmethod, classmethod)):
+            self._handed(obj.__func__, x, seen, depth + 1)
+            return
+        if isinstance(obj, (tuple, list)):
+            for v in obj[:8]:
+                self._handed(v, x, seen, depth + 1)
+            return
+        if isinstance(obj, type):
+            for base in obj.__mro__:
+                if base in self.classes:
+                    self.refuse(x, self.classes[base], "")
+            if base_is_learners(obj):
+                for v in vars(obj).values():
+                    self._handed(v, x, seen, depth + 1)
+            return
+        if not isinstance(obj, types.FunctionType) and type(obj).__mro__[0] is not object:
+            for base in type(obj).__mro__:
+                if base in self.classes:
+                    self.refuse(x, self.classes[base], "")
+        for f in _functions(obj):
+            for c in _nested(f.__code__):
+                if c in self.answers:
+                    self.refuse(x, self.answers[c], "")
+            if not is_package_file(f.__code__.co_filename):
+                g = f.__globals__
+                for c in _nested(f.__code__):
+                    for n in c.co_names:
+                        v = g.get(n)
+                        if v is not None and not isinstance(v, types.ModuleType):
+                            self._handed(v, x, seen, depth + 1)
+        wrapped = getattr(obj, "__wrapped__", None) or getattr(obj, "_init_fn", None)
+        if wrapped is not None and not isinstance(obj, types.FunctionType):
+            self._handed(wrapped, x, seen, depth + 1)
+
+
+def base_is_learners(cls: type) -> bool:
+    return cls.__module__ == "__main__" or not (cls.__module__ or "").startswith(("npusim", "builtins"))
+
+
+def _name_of(obj: Any) -> str:
+    for o in (obj, getattr(obj, "func", None), getattr(obj, "__func__", None)):
+        n = getattr(o, "__qualname__", None) or getattr(o, "__name__", None)
+        if isinstance(n, str):
+            return n
+    return type(obj).__name__
+
+
+def _qualname(code: types.CodeType) -> str:
+    return f"{os.path.splitext(os.path.basename(code.co_filename))[0]}.{code.co_qualname}"
+
+
+def _where(frame) -> str:
+    return _site_text(frame.f_code.co_filename, frame.f_lineno)
+
+
+# --- traps (rule 2) -------------------------------------------------------------------------------------
+
+_TRAPS: dict[int, tuple[types.FunctionType, str]] = {}   # key -> (the original as a function, dotted)
+_trap_code: dict[tuple[int, str], types.CodeType] = {}
+_current: list[Window] = []
+
+
+def _dispatch(key: int, args: tuple, kwargs: dict) -> Any:
+    original, dotted = _TRAPS[key]
+    if _current:
+        _current[-1].called(dotted, sys._getframe(2))
+    return original(*args, **kwargs)
+
+
+def _make_trap(key: int, fn: types.FunctionType) -> types.CodeType:
+    """Code for ``fn.__code__`` that asks :func:`_dispatch`: the same parameters (so ``fn``'s defaults,
+    its signature and a launch's binding of arguments by name stay as they were), and as many free
+    variables as ``fn``'s code (a function's closure must match its code), never read."""
+    code = fn.__code__
+    n_pos, n_kw = code.co_argcount, code.co_kwonlyargcount
+    names = code.co_varnames
+    pos, kwonly = list(names[:n_pos]), list(names[n_pos:n_pos + n_kw])
+    at = n_pos + n_kw
+    star = names[at] if code.co_flags & inspect.CO_VARARGS else None
+    at += bool(star)
+    starstar = names[at] if code.co_flags & inspect.CO_VARKEYWORDS else None
+    params = list(pos)
+    if code.co_posonlyargcount:
+        params.insert(code.co_posonlyargcount, "/")
+    if star or kwonly:
+        params.append(f"*{star}" if star else "*")
+    params += kwonly
+    if starstar:
+        params.append(f"**{starstar}")
+    args = "(" + "".join(f"{p}, " for p in pos) + (f"*{star}" if star else "") + ")"
+    kwargs = "{" + "".join(f"{k!r}: {k}, " for k in kwonly) + (f"**{starstar}" if starstar else "") + "}"
+    free = [f"__npusim_f{i}" for i in range(len(code.co_freevars))]
+    src = (f"def _outer():\n    {' = '.join(free + ['None']) if free else 'pass'}\n"
+           f"    def {fn.__name__}({', '.join(params)}):\n"
+           f"        if __npusim_trap__ is None:\n            ({', '.join(free)}{',' if free else ''})\n"
+           f"        return __npusim_trap__({key}, {args}, {kwargs})\n"
+           f"    return {fn.__name__}.__code__\n")
+    ns: dict = {}
+    exec(compile(src, _TRAP_FILE, "exec"), ns)
+    return ns["_outer"]()
+
+
+def _arm(window: Window) -> list[tuple[types.FunctionType, types.CodeType]]:
+    armed = []
+    for fn, dotted in window.functions:
+        code = fn.__code__
+        if code.co_filename == _TRAP_FILE:
+            continue   # armed by an enclosing window
+        key = id(fn)
+        if key not in _TRAPS:
+            orig = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+            orig.__kwdefaults__ = fn.__kwdefaults__
+            orig.__qualname__ = fn.__qualname__
+            _TRAPS[key] = (orig, dotted)
+            _trap_code[(key, dotted)] = _make_trap(key, fn)
+        fn.__globals__["__npusim_trap__"] = _dispatch
+        fn.__code__ = _trap_code[(key, _TRAPS[key][1])]
+        armed.append((fn, code))
+    return armed
+
+
+def _disarm(armed: list[tuple[types.FunctionType, types.CodeType]]) -> None:
+    for fn, code in armed:
+        fn.__code__ = code
+
+
+class window:
+    """``with window(check_name, args):`` around one check: rules 1 and 2, and rule 3 for the kernels that
+    ``run_kernel`` launches inside it (:func:`learner_kernel`)."""
+
+    def __init__(self, check: str, args: Iterable[Any]):
+        self.check, self.args = check, list(args)
+
+    def __enter__(self) -> Window:
+        _tampered(self.check)
+        w = Window(_answers.BY_CHECK.get(self.check))
+        w.check = self.check
+        w.handed(self.args)
+        self.w = w
+        self.armed = _arm(w)
+        _current.append(w)
+        return w
+
+    def __exit__(self, etype, exc, tb) -> bool:
+        _current.pop()
+        _disarm(self.armed)
+        if self.w.refusal is not None and exc is not self.w.refusal:
+            raise self.w.refusal.with_traceback(None) from None   # the learner's code swallowed it
+        return False
+
+
+class learner_call:
+    """``with learner_call(what):`` around a call of the learner's code inside a check: where the exercise
+    is a prediction (lab 00's copy cycles), the learner's code may not run a kernel to measure it."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self) -> None:
+        self.before = sanitizer.authorship_watch
+        w = _current[-1] if _current else None
+        if w is not None and w.exercise is not None and w.exercise.predicts:
+            sanitizer.authorship_watch = functools.partial(_measures, w, self.what)
+
+    def __exit__(self, *exc) -> bool:
+        sanitizer.authorship_watch = self.before
+        return False
+
+
+def _measures(w: Window, what: str, frame) -> None:
+    f = frame
+    while f is not None and w.kind(f.f_code) != LEARNER:
+        f = f.f_back
+    where = f" (at {_where(f)})" if f is not None else ""
+    if w.refusal is None:
+        w.refusal = Refused(w.check, f"{what} runs a kernel on the simulator{where} to measure the answer: this "
+                                     f"exercise is to predict it from the cost model, without running it")
+    raise w.refusal
+
+
+class learner_kernel:
+    """``with learner_kernel():`` around a launch of the learner's kernel inside a check: rule 3."""
+
+    def __enter__(self) -> None:
+        self.before = sanitizer.authorship_watch
+        if _current:
+            sanitizer.authorship_watch = _current[-1].issued
+
+    def __exit__(self, *exc) -> bool:
+        sanitizer.authorship_watch = self.before
+        return False
