@@ -68,6 +68,15 @@ def _rows(kind: str, rows: int, cols: int, tile: int, dtype, rng) -> np.ndarray:
     elif kind == "-inf entries":
         x = x * 5
         x[:, ::3] = -np.inf
+    elif kind == "masked first chunks":        # attention masks: the running maximum stays -inf for a while
+        x = x * 5
+        for r in range(rows):                   # row r: its first r + 1 chunks masked, never the whole row
+            x[r, :min((r + 1) * tile, cols - 1)] = -np.inf
+    elif kind == "a fully masked row":         # no softmax exists: NaN, as torch.softmax gives
+        x = x * 5
+        if rows > 1:                            # and a row beside it whose first chunk is masked
+            x[0, :min(tile, cols - 1)] = -np.inf
+        x[rows // 2, :] = -np.inf
     elif kind == "huge values":                # exp overflows unless the maximum is subtracted
         x = np.clip(x * 15_000.0, -60_000.0, 60_000.0) if fp16 else x * 1e30
     else:  # "wide range"
@@ -80,7 +89,9 @@ _FIXED = [
     ("small values", 2, 100, 256, np.float32), ("small values", 3, 1, 256, np.float16),
     ("max in a later chunk", 2, 1000, 256, np.float32), ("max in a later chunk", 3, 2049, 512, np.float16),
     ("only very negative values", 2, 700, 256, np.float16), ("only very negative values", 2, 300, 256, np.float32),
-    ("-inf entries", 2, 1000, 256, np.float16), ("huge values", 2, 3000, 1024, np.float16),
+    ("-inf entries", 2, 1000, 256, np.float16), ("masked first chunks", 2, 600, 256, np.float16),
+    ("masked first chunks", 3, 3000, 1024, np.float32), ("a fully masked row", 3, 700, 256, np.float16),
+    ("a fully masked row", 2, 100, 256, np.float32), ("huge values", 2, 3000, 1024, np.float16),
     ("huge values", 2, 600, 256, np.float32),
     *[("wide range", 2, c, 256, np.float16) for c in (15, 16, 17, 255, 256, 257, 513)],
     ("wide range", 1, 10_001, 2048, np.float32), ("wide range", 4, 4096, 4096, np.float16),
@@ -91,7 +102,7 @@ def _cases() -> list[tuple]:
     rng = case_rng("softmax", "random")
     out = list(_FIXED)
     kinds = ["small values", "max in a later chunk", "only very negative values", "-inf entries",
-             "huge values", "wide range"]
+             "masked first chunks", "a fully masked row", "huge values", "wide range"]
     for _ in range(3):
         dt = (np.float16, np.float32)[int(rng.integers(2))]
         tile = 16 * int(rng.integers(16, 257))
@@ -104,6 +115,16 @@ def _causes(kind: str, got: np.ndarray, want: np.ndarray, cols: int, tile: int) 
     """Likely causes, from the kind of input and what is wrong in the output."""
     bad_nan = ~np.isfinite(got) & np.isfinite(want)
     chunks = -(-cols // tile)
+    masked_rows = np.flatnonzero(np.isnan(want).all(axis=1))
+    if masked_rows.size and not np.isnan(got[masked_rows]).all():
+        return (f"Row {masked_rows[0]} is -inf everywhere (a fully masked attention row): it has no softmax, and "
+                f"like torch.softmax the output is NaN there. Rows with at least one finite value must stay exact.")
+    if kind == "masked first chunks" and bad_nan.any():
+        rows = np.flatnonzero(bad_nan.any(axis=1))
+        return (f"Rows {', '.join(map(str, rows))} start with whole chunks of -inf (a masked attention row) and "
+                f"have finite values later; {int(bad_nan.sum()):,} outputs are NaN. While the running maximum is "
+                f"still -inf, exp(x - m_new) is exp(-inf - (-inf)) = NaN for such a chunk, and so is "
+                f"exp(m - m_new): a chunk that raises nothing above -inf must add nothing to the sum.")
     if bad_nan.any():
         if kind in ("small values", "wide range", "max in a later chunk") and np.abs(want).max() <= 1:
             return ("The output holds inf or NaN although these inputs are small, so exp did not overflow: "
@@ -151,8 +172,9 @@ def _check_gm_reads(name: str, run, x: np.ndarray, case: dict) -> None:
 
 def softmax(kernel) -> None:
     """Lab 02, exercise 1: ``kernel(x, y, rows, cols, tile)`` writes the row-wise softmax of ``x`` into
-    ``y``: finite and accurate for maxima in later chunks, only very negative rows, -inf entries, huge
-    values and every length, reading each row from GM at most twice."""
+    ``y``: finite and accurate for maxima in later chunks, only very negative rows, -inf entries, rows whose
+    first chunks are all -inf (exact), huge values and every length; NaN for a row that is -inf everywhere
+    (as ``torch.softmax``); reading each row from GM at most twice."""
     __tracebackhide__ = True
     name = "softmax"
     cases = _cases()
@@ -160,12 +182,16 @@ def softmax(kernel) -> None:
                               "is it the other way round?",
                ZeroDivisionError: "A sum or a factor on the scalar unit became 0: exp of a very negative number "
                                   "underflows to 0. Shift by the maximum before exp (and start it at -inf)."}
+    masked = {**explain, ZeroDivisionError: "The sum of a row that is -inf everywhere is 0 (a fully masked "
+                                            "attention row): its softmax does not exist; write NaN for it, as "
+                                            "torch.softmax does."}
     for i, (kind, rows, cols, tile, dt) in enumerate(cases):
         rng = fixed_rng(name, i) if i < len(_FIXED) else case_rng(name, i)
         x = _rows(kind, rows, cols, tile, dt, rng)
         y = np.full_like(x, np.nan)
         case = {"values": kind, "rows": rows, "cols": cols, "tile": tile, "dtype": np.dtype(dt).name}
-        run = run_kernel(name, kernel, 1, x, y, rows, cols, tile, case=case, explain=explain)
+        run = run_kernel(name, kernel, 1, x, y, rows, cols, tile, case=case,
+                         explain=masked if kind == "a fully masked row" else explain)
         want = _softmax_ref(x)
         fp16 = np.dtype(dt) == np.float16
         mm = mismatch(y, want, rtol=2e-3 if fp16 else 1e-4, atol=1e-4 if fp16 else 1e-7)
@@ -174,7 +200,8 @@ def softmax(kernel) -> None:
                                     + _causes(kind, y, want, cols, tile))
         if cols > tile:
             _check_gm_reads(name, run, x, case)
-    passed(name, f"{len(cases)} hidden inputs (maxima in later chunks, very negative rows, -inf, huge values, "
+    passed(name, f"{len(cases)} hidden inputs (maxima in later chunks, very negative rows, -inf, masked chunks and "
+                 f"rows, huge values, "
                  f"lengths around every boundary, fp16 and fp32), each row read at most twice")
 
 
