@@ -7,6 +7,7 @@ import numpy as np
 from ..config import a2
 from ..errors import CapacityError, NpuSimError
 from ..launch import launch
+from ..tracebacks import site
 from ._core import (CheckFailed, Mismatch, as_int, call_learner, case_rng, compare, describe, fixed_rng, passed,
                     run_kernel)
 
@@ -128,6 +129,25 @@ def _check_adds(name: str, kernel, cases) -> None:
         compare(name, z, x + y, case, causes=_add_causes(z, x, y, total, tile, bd))
 
 
+def _no_overlap_cause(one, two) -> str:
+    """Why two buffers per queue did not overlap the stages, from the two profiles: the UB the kernel reserved
+    (did buffer_num reach init_buffer?), then what serialised the pipes (barriers)."""
+    ub1, ub2 = one.reserved_bytes.get("UB", 0), two.reserved_bytes.get("UB", 0)
+    if ub2 <= ub1:
+        return (f"Your kernel reserves {ub1:,} B of UB with buffer_num=1 and {ub2:,} B with buffer_num=2: "
+                f"__init__ does not give each queue buffer_num buffers (pipe.init_buffer's second argument).")
+    barriers = [r for r in two.raw_records if str(r[4]).startswith("pipe_barrier")]
+    if barriers:
+        return (f"It reserves the second buffers ({ub2:,} B of UB against {ub1:,} B), but issues "
+                f"{len(barriers):,} pipe_barrier calls (the first at {site(*barriers[0][6])}): each makes "
+                f"every pipe wait for all the work issued before it, so tile i + 1's copy-in cannot start while "
+                f"tile i is computed or copied out. The queues already order the stages (enque/deque): drop the "
+                f"barriers.")
+    return (f"It reserves the second buffers ({ub2:,} B of UB against {ub1:,} B), yet the stages do not overlap: "
+            f"look at what makes one stage wait for another (flags, or a stage that deques before the previous "
+            f"tile is enqueued).")
+
+
 def vector_add(kernel) -> None:
     """Lab 01, exercise 1: ``kernel(x, y, z, total, tile, buffer_num)`` computes ``z = x + y`` on hidden
     sizes (tails, one element, the largest tiles, several blocks, fp16 and fp32), and ``buffer_num`` buffers
@@ -145,7 +165,7 @@ def vector_add(kernel) -> None:
     if times[2].total_cycles > 0.99 * times[1].total_cycles:
         raise CheckFailed(name, f"correct, but buffer_num has no effect: with 1 and 2 buffers per queue your kernel "
                                 f"takes {times[1].time_us:.1f} and {times[2].time_us:.1f} us on 65,536 fp16 elements "
-                                f"(tile 4096). Does __init__ give each queue buffer_num buffers (pipe.init_buffer)?")
+                                f"(tile 4096). " + _no_overlap_cause(times[1], times[2]))
     passed(name, f"{len(cases)} hidden inputs (tails, one element, the largest tiles, several blocks, fp16 and "
                  f"fp32); two buffers {times[1].total_cycles / times[2].total_cycles:.2f}x faster than one")
 
