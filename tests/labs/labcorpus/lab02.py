@@ -51,7 +51,7 @@ WRONG = [
                   "            ns.adds(w, w, -mc, n)\n            ns.exp(w, w, n)\n"
                   "            self.store(base, off, n, w, 1.0 / s"),),
           why="pass 2 subtracts each chunk's own maximum"),
-    Wrong("tile-default", "check-softmax-tile", "fastest that fits",
+    Wrong("tile-default", "check-softmax-tile", ("the fastest tile that fits", "a longer tile is faster"),
           cells={"02_sof-choose": "def choose_tile(cols, dtype):\n    return 4096\n"},
           why="always the default tile of 4096"),
     Wrong("tile-fp16-for-all", "check-softmax-tile", "does not fit UB",
@@ -80,4 +80,7 @@ WRONG += [
                   "            self.store"),
                  (NAN_FACTOR, "1.0 / s if s > 0 else 0.0")),
           why="a fully masked row written as zeros (the flash-attention convention), not NaN"),
+    Wrong("tile-constant-that-fits-fp32", "check-softmax-tile", ("16 elements longer than your tile", "a longer tile is faster"),
+          cells={"02_sof-choose": "def choose_tile(cols, dtype):\n    return min(9728, -(-cols // 16) * 16)\n"},
+          why="fp32's largest tile for both dtypes: fits everywhere, an extra chunk on rows just longer than it"),
 ]
