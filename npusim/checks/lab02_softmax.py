@@ -7,42 +7,64 @@ import numpy as np
 from ..config import a2
 from ..errors import CapacityError, NpuSimError
 from ..launch import launch
+from ._flow import Skeleton
 from ._core import CheckFailed, as_int, call_learner, case_rng, describe, fixed_rng, mismatch, passed, run_kernel
 
 __all__ = ["softmax", "softmax_tile"]
 
 HINTS = {
     "softmax": (
-        "reduce() is section 2's pattern: the vector unit writes, a flag makes the result visible, then the "
-        "scalar unit reads. process_row() is section 3's formula: one pass over the chunks that keeps m and s "
-        "up to date, then one pass that writes. Think about what m must be before the first chunk.",
-        "reduce: red = self.red.get(ns.float32); fn(red, w, self.tmp.get(ns.float32), n); then a V -> S "
-        "set_flag / wait_flag pair; then return red.get_value(0). process_row, pass 1: start with m = -inf "
-        "(so that exp(m - m_new) = 0 for the first chunk) and s = 0; for each chunk: load it, m_new = the larger "
-        "of m and the chunk's max, w = exp(w - m_new) on the vector unit, s = s * exp(m - m_new) + sum(w), "
-        "m = m_new. Pass 2: load each chunk again, w = exp(w - m), store it scaled by 1 / s.",
-        "m, s = -math.inf, 0.0\n"
-        "for off, n in self.chunks():\n"
-        "    w = self.load(base, off, n)\n"
-        "    m_new = max(m, self.reduce(___, w, n))\n"
-        "    ns.adds(w, w, ___, n); ns.exp(w, w, n)\n"
-        "    s = s * math.exp(___) + self.reduce(___, w, n)\n"
-        "    m = m_new\n"
-        "for off, n in self.chunks():\n"
-        "    w = self.load(base, off, n); ns.adds(w, w, ___, n); ns.exp(w, w, n)\n"
-        "    self.store(base, off, n, w, ___)",
+        "reduce() is section 2's pattern: the vector unit writes, something makes the result visible, then "
+        "the scalar unit reads. process_row() is section 3's formula: one pass over the chunks keeps m and s "
+        "up to date, a second pass writes. Think about what m must be before the first chunk, and what a chunk "
+        "that is all -inf does to it.",
+        "reduce: run fn into the red buffer with tmp as its scratch, order the scalar unit after the vector "
+        "unit (with which HardEvent?), then read element 0. Pass 1, per chunk: load it, take the new maximum, "
+        "exponentiate the chunk shifted by it on the vector unit, and update s: the old sum rescaled to the new "
+        "maximum plus the chunk's sum. Pass 2, per chunk: load it again, shift by the row's maximum, "
+        "exponentiate, store it divided by the row's sum. Then follow your code through a row whose first chunk "
+        "is all -inf, and a row that is -inf everywhere (its softmax is NaN, as in torch).",
+        Skeleton(
+            "class MySoftmax(MySoftmax):      # your class: its two methods\n"
+            "    def reduce(self, fn, w, n: int) -> float:\n"
+            "        red = self.red.get(ns.float32)\n"
+            "        fn(red, w, self.tmp.get(ns.float32), n)\n"
+            "        ___                      # the scalar unit may read only what the vector unit has written\n"
+            "        return red.get_value(0)\n"
+            "\n"
+            "    def process_row(self, base: int) -> None:\n"
+            "        m, s = ___\n"
+            "        for off, n in self.chunks():\n"
+            "            w = self.load(base, off, n)\n"
+            "            m_new = ___\n"
+            "            if ___:              # a chunk that leaves the maximum at -inf adds nothing\n"
+            "                continue\n"
+            "            ns.adds(w, w, -m_new, n)\n"
+            "            ns.exp(w, w, n)\n"
+            "            s = ___\n"
+            "            m = m_new\n"
+            "        for off, n in self.chunks():\n"
+            "            w = self.load(base, off, n)\n"
+            "            ns.adds(w, w, -m, n)\n"
+            "            ns.exp(w, w, n)\n"
+            "            self.store(base, off, n, w, ___)",
+            call="check.softmax(softmax_kernel)", cells=("02_sof-356a192b", "02_sof-b1d57811")),
     ),
     "softmax-tile": (
         "The occupancy chart shows what the kernel reserves for a given tile. Work out how many bytes of UB "
-        "each element of the tile costs, and what that allows within 192 KB. Do short rows need a big tile?",
-        "Add up MySoftmax.__init__'s init_buffer calls per tile element: two input and two output buffers of "
-        "itemsize bytes, the fp32 work buffer, the reduction partials (4 bytes per 64 elements), plus the "
-        "32-byte result buffer (and each buffer rounds up to 32 B). The largest tile that fits is the UB size "
-        "over that; chunks that start on 512-byte boundaries copy fastest. A row shorter than that needs only "
-        "its own length (rounded up to 16).",
-        "per_element = 2 * itemsize + 2 * itemsize + 4 + 4 / 64\n"
-        "largest = int((UB_BYTES - ___) / per_element) // ___ * ___\n"
-        "return min(largest, ___)",
+        "each element of the tile costs, and what that allows within 192 KB. Does a short row need a big tile?",
+        "Go through MySoftmax.__init__: every init_buffer that grows with the tile costs bytes per tile element "
+        "(count the buffers of each queue, and the work and partial buffers, which are fp32); the ones that do "
+        "not grow are a fixed cost. The largest tile is what is left of UB over the cost per element, kept to "
+        "whole 512-byte chunks; a row shorter than that needs no more than itself (rounded up to 16).",
+        Skeleton(
+            "def choose_tile(cols: int, dtype) -> int:\n"
+            "    itemsize = np.dtype(dtype).itemsize\n"
+            "    per_element = ___     # UB bytes per tile element: every buffer of MySoftmax that grows with the tile\n"
+            "    fixed = ___           # UB bytes that do not grow with the tile\n"
+            "    largest = int((ns.a2.ub_bytes - fixed) / per_element) // 256 * 256\n"
+            "    return ___            # and for a short row?",
+            call="check.softmax_tile(choose_tile, softmax_kernel)", cells=("02_sof-356a192b", "02_sof-b1d57811")),
     ),
 }
 
