@@ -34,7 +34,7 @@ pytestmark = pytest.mark.labs
 
 ROOT = harness.ROOT
 RUN_SECONDS = 30          # a fill that makes a check run longer than this counts as not passing
-MAX_UNIFORM = 40          # fills with one token everywhere, per skeleton
+MAX_UNIFORM = 60          # fills with one token everywhere, per skeleton
 RANDOM_FILLS = 12         # fills with a random token per blank, per skeleton
 
 
@@ -142,11 +142,12 @@ def _run(lab: str, key: str, sk: Skeleton, code: str) -> tuple[bool, str]:
     """(passed, what happened) of the skeleton's ``call`` after its cells, setup and ``code``."""
     ns: dict = {"__name__": "__main__"}
     out = io.StringIO()
+    with contextlib.redirect_stdout(out):   # what the skeleton builds on must run (else nothing is tested)
+        for cid, src in harness.sources(lab, list(sk.cells)):
+            harness._run_cell(lab, cid, src, ns)
+        harness._run_cell(lab, f"hint-{key}-setup", sk.setup, ns)
     try:
         with contextlib.redirect_stdout(out), _time_limit(RUN_SECONDS):
-            for cid, src in harness.sources(lab, list(sk.cells)):
-                harness._run_cell(lab, cid, src, ns)
-            harness._run_cell(lab, f"hint-{key}-setup", sk.setup, ns)
             harness._run_cell(lab, f"hint-{key}", code, ns)
             harness._run_cell(lab, f"hint-{key}-call", sk.call, ns)
     except SyntaxError as e:
@@ -158,11 +159,12 @@ def _run(lab: str, key: str, sk: Skeleton, code: str) -> tuple[bool, str]:
 
 
 def _tokens(sk: Skeleton) -> list[str]:
-    """The simplest tokens a learner could put in a blank: 0, 1, tile, then the names and the attributes
-    (``self.tile``, ``g.sh``) that the setup and the skeleton's code already use."""
+    """The simplest tokens a learner could put in a blank: 0, 1, tile, then the numbers, the attributes
+    (``self.tile``, ``g.sh``) and the names that the setup and the skeleton's code already use."""
     code = sk.code.replace(BLANK, "_blank_")
     names: dict[str, None] = {}
     attrs: dict[str, None] = {}
+    numbers: dict[str, None] = {}     # the literals the code already uses (16, 32, 256, ...)
     for src in (sk.setup, code):
         for node in ast.walk(ast.parse(src)):
             if isinstance(node, ast.Name) and node.id != "_blank_":
@@ -175,8 +177,10 @@ def _tokens(sk: Skeleton) -> list[str]:
                 names[(node.asname or node.name).split(".")[0]] = None
             elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 attrs[ast.unparse(node)] = None
+            elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
+                numbers[repr(node.value)] = None
     plain = [n for n in names if not hasattr(builtins, n)]
-    return list(dict.fromkeys(["0", "1", "tile", *attrs, *plain]))
+    return list(dict.fromkeys(["0", "1", "tile", *numbers, *attrs, *plain]))
 
 
 def _mechanical_fills(key: str, sk: Skeleton) -> list[list[str]]:
