@@ -297,7 +297,14 @@ class AccessTracker:
             msg = (f"{kind} hazard between cores in {self.name}{where}, bytes [{olo:#x}, {ohi:#x}): "
                    f"block {core} {b.label} {verb_new} ({op}) at {format_site(site)} overlaps "
                    f"block {rec[_CORE]} {a.label} {verb_old} ({rec[_OP]}) at {format_site(rec[_SITE])}")
-            if (rec[_LO], rec[_HI]) == (lo, hi):
+            if (rec[_LO], rec[_HI]) == (lo, hi) and rec[_SITE] == site and rec[_W] and write:
+                # the same instruction writes the same bytes on two cores: the blocks duplicate one part
+                hint = ("the same line writes the same bytes on both blocks: every block computes the same part. "
+                        "Which part a block works on must follow from get_block_idx() (e.g. tiles block_idx, "
+                        "block_idx + block_num, ...; or a range of its own). Only if the blocks really combine "
+                        "into one result (a reduction): write one partial result per block and combine them in a "
+                        "second launch or on the host")
+            elif (rec[_LO], rec[_HI]) == (lo, hi):
                 hint = ("every block touches the same bytes: a reduction across blocks, and blocks cannot wait "
                         "for one another within a launch. Write one partial result per block (e.g. at "
                         "offset get_block_idx() * n) and combine the partials in a second launch or on the host")

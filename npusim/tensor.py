@@ -111,9 +111,12 @@ class GlobalTensor:
             raise OutOfBoundsError(
                 f"GM out of bounds: {op} touches elements [{lo}, {lo + count}) of '{self.name}', which has "
                 f"{n} elements ({self.dtype.name}); {how}",
-                hint="the last tile is shorter than the others: compute its length from the total size "
-                     "(e.g. min(tile, total - offset)) and copy only that much" if lo >= 0 else
-                     "GM offsets and indices count from the first element and must be >= 0",
+                hint=("GM offsets and indices count from the first element and must be >= 0" if lo < 0 else
+                      f"it starts at element {lo}, at or past the end: the offset (the index you slice GM with) is "
+                      f"too large" if lo >= n else
+                      "either the count is too long (a last tile is shorter than the others: compute its length "
+                      "from the total size, e.g. min(tile, total - offset)) or the offset is too large (the "
+                      "earlier tiles already cover the part before it)"),
                 where=format_site(site), tensor=self.name, range=(lo, lo + count), size=n)
 
     def get_value(self, index: int):

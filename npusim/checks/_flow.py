@@ -126,14 +126,16 @@ BLANK = "___"
 class Skeleton:
     """A level-3 hint: code whose blanks (``___``) are the skill (loop bounds, offsets, the flag pair, the
     formula), never one obvious token. ``setup`` is the code (imports, the lab's inputs) the skeleton needs
-    to run outside the notebook; ``call`` is the expression that checks what it defines, e.g.
-    ``"check.vector_add(add_kernel)"``. The test suite fills the blanks with the simplest tokens that fit
-    and asserts that this does not pass."""
+    to run outside the notebook; ``cells`` the ids of the lab's solution cells to run before it (the import
+    cell, the given plumbing, earlier exercises it builds on); ``call`` is the expression that checks what
+    it defines, e.g. ``"check.vector_add(add_kernel)"``. The test suite fills the blanks with the simplest
+    tokens that fit and asserts that this does not pass."""
 
     code: str
     call: str
     setup: str = "from npusim import checks as check"
     intro: str = ""
+    cells: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.intro}\n{self.code}" if self.intro else self.code

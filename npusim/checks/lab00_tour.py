@@ -6,28 +6,41 @@ import numpy as np
 
 from ..config import a2, classic
 from ..launch import launch
+from ._flow import Skeleton
 from ._core import CheckFailed, call_learner, case_rng, passed
 
 __all__ = ["peak_tflops", "copy_cycles"]
 
 HINTS = {
     "peak-tflops": (
-        "A peak is what a unit does when it is busy every cycle: work per cycle times cycles per second. "
-        "The config holds both numbers for the Cube.",
-        "config.cube_macs_per_cycle['float16'] is the Cube's fp16 work per cycle in MACs, config.clock_ghz "
-        "its cycles per second in units of 1e9. How many floating-point operations is one MAC? And a TFLOPS "
-        "is how many FLOP/s?",
-        "return MACS_PER_CYCLE * FLOPS_PER_MAC * CYCLES_PER_SECOND / 1e12 with the three values from the "
-        "config (one MAC = a multiply and an add).",
+        "A peak is what a unit does when it is busy every cycle: the work it does per cycle times its cycles "
+        "per second. The config you are given holds both numbers for the Cube (see the ns.a2 table).",
+        "Three factors and a unit. The Cube's fp16 work per cycle is counted in MACs, not in floating-point "
+        "operations; the clock is given in GHz; the answer is wanted in TFLOPS. Turn each factor into the unit "
+        "of the answer before you multiply, and take every number from the config you are passed (the check "
+        "uses configs you have not seen).",
+        Skeleton(
+            "def peak_tflops(config: ns.HardwareConfig) -> float:\n"
+            "    macs_per_cycle = config.cube_macs_per_cycle[\"float16\"]\n"
+            "    flops_per_cycle = ___          # one MAC is how many floating-point operations?\n"
+            "    cycles_per_second = ___        # config.clock_ghz counts 1e9 cycles per second\n"
+            "    return ___                     # FLOP/s in TFLOPS",
+            call="check.peak_tflops(peak_tflops)", cells=("00_tou-356a192b",)),
     ),
     "copy-cycles": (
         "Every timing the simulator prints follows from docs/cost-model.md. Find the row of the instruction "
-        "you are predicting (a GM -> UB data_copy) and count what it pays once and what it pays per burst.",
-        "One contiguous count-form copy is one instruction with one burst: a start-up, then the burst's own "
-        "overhead, then its bytes at the rate one core gets. The bytes a burst moves are whole 32 B granules. "
-        "The config's fields (ns.a2) hold every constant; gm_rate(active_cores) is the rate.",
-        "return config.gm_startup_cycles + config.gm_burst_overhead_cycles + MOVED / config.gm_rate(1), "
-        "where MOVED is nbytes rounded UP to a multiple of config.gm_burst_granule_bytes.",
+        "you are predicting (a GM -> UB data_copy) and sort its costs into what a copy pays once and what grows "
+        "with its bytes.",
+        "One contiguous copy is one instruction with one burst. It pays a start-up, the burst's own overhead, "
+        "then its bytes at the rate one core gets from GM (config.gm_rate). Look closely at how many bytes a "
+        "burst really moves when nbytes is not a whole number of granules (config.gm_burst_granule_bytes). "
+        "Every constant is a field of the config you are passed.",
+        Skeleton(
+            "def copy_cycles(config: ns.HardwareConfig, nbytes: int) -> float:\n"
+            "    moved = ___          # the bytes the burst really moves\n"
+            "    once = ___           # the cycles a copy pays whatever its size (two fields of the config)\n"
+            "    return once + ___    # and the moved bytes at the rate one core gets",
+            call="check.copy_cycles(copy_cycles)", cells=("00_tou-356a192b",)),
     ),
 }
 

@@ -7,42 +7,64 @@ import numpy as np
 from ..config import a2
 from ..errors import CapacityError, NpuSimError
 from ..launch import launch
+from ._flow import Skeleton
 from ._core import CheckFailed, as_int, call_learner, case_rng, describe, fixed_rng, mismatch, passed, run_kernel
 
 __all__ = ["softmax", "softmax_tile"]
 
 HINTS = {
     "softmax": (
-        "reduce() is section 2's pattern: the vector unit writes, a flag makes the result visible, then the "
-        "scalar unit reads. process_row() is section 3's formula: one pass over the chunks that keeps m and s "
-        "up to date, then one pass that writes. Think about what m must be before the first chunk.",
-        "reduce: red = self.red.get(ns.float32); fn(red, w, self.tmp.get(ns.float32), n); then a V -> S "
-        "set_flag / wait_flag pair; then return red.get_value(0). process_row, pass 1: start with m = -inf "
-        "(so that exp(m - m_new) = 0 for the first chunk) and s = 0; for each chunk: load it, m_new = the larger "
-        "of m and the chunk's max, w = exp(w - m_new) on the vector unit, s = s * exp(m - m_new) + sum(w), "
-        "m = m_new. Pass 2: load each chunk again, w = exp(w - m), store it scaled by 1 / s.",
-        "m, s = -math.inf, 0.0\n"
-        "for off, n in self.chunks():\n"
-        "    w = self.load(base, off, n)\n"
-        "    m_new = max(m, self.reduce(___, w, n))\n"
-        "    ns.adds(w, w, ___, n); ns.exp(w, w, n)\n"
-        "    s = s * math.exp(___) + self.reduce(___, w, n)\n"
-        "    m = m_new\n"
-        "for off, n in self.chunks():\n"
-        "    w = self.load(base, off, n); ns.adds(w, w, ___, n); ns.exp(w, w, n)\n"
-        "    self.store(base, off, n, w, ___)",
+        "reduce() is section 2's pattern: the vector unit writes, something makes the result visible, then "
+        "the scalar unit reads. process_row() is section 3's formula: one pass over the chunks keeps m and s "
+        "up to date, a second pass writes. Think about what m must be before the first chunk, and what a chunk "
+        "that is all -inf does to it.",
+        "reduce: run fn into the red buffer with tmp as its scratch, order the scalar unit after the vector "
+        "unit (with which HardEvent?), then read element 0. Pass 1, per chunk: load it, take the new maximum, "
+        "exponentiate the chunk shifted by it on the vector unit, and update s: the old sum rescaled to the new "
+        "maximum plus the chunk's sum. Pass 2, per chunk: load it again, shift by the row's maximum, "
+        "exponentiate, store it divided by the row's sum. Then follow your code through a row whose first chunk "
+        "is all -inf, and a row that is -inf everywhere (its softmax is NaN, as in torch).",
+        Skeleton(
+            "class MySoftmax(MySoftmax):      # your class: its two methods\n"
+            "    def reduce(self, fn, w, n: int) -> float:\n"
+            "        red = self.red.get(ns.float32)\n"
+            "        fn(red, w, self.tmp.get(ns.float32), n)\n"
+            "        ___                      # the scalar unit may read only what the vector unit has written\n"
+            "        return red.get_value(0)\n"
+            "\n"
+            "    def process_row(self, base: int) -> None:\n"
+            "        m, s = ___\n"
+            "        for off, n in self.chunks():\n"
+            "            w = self.load(base, off, n)\n"
+            "            m_new = ___\n"
+            "            if ___:              # a chunk that leaves the maximum at -inf adds nothing\n"
+            "                continue\n"
+            "            ns.adds(w, w, -m_new, n)\n"
+            "            ns.exp(w, w, n)\n"
+            "            s = ___\n"
+            "            m = m_new\n"
+            "        for off, n in self.chunks():\n"
+            "            w = self.load(base, off, n)\n"
+            "            ns.adds(w, w, -m, n)\n"
+            "            ns.exp(w, w, n)\n"
+            "            self.store(base, off, n, w, ___)",
+            call="check.softmax(softmax_kernel)", cells=("02_sof-356a192b", "02_sof-b1d57811")),
     ),
     "softmax-tile": (
         "The occupancy chart shows what the kernel reserves for a given tile. Work out how many bytes of UB "
-        "each element of the tile costs, and what that allows within 192 KB. Do short rows need a big tile?",
-        "Add up MySoftmax.__init__'s init_buffer calls per tile element: two input and two output buffers of "
-        "itemsize bytes, the fp32 work buffer, the reduction partials (4 bytes per 64 elements), plus the "
-        "32-byte result buffer (and each buffer rounds up to 32 B). The largest tile that fits is the UB size "
-        "over that; chunks that start on 512-byte boundaries copy fastest. A row shorter than that needs only "
-        "its own length (rounded up to 16).",
-        "per_element = 2 * itemsize + 2 * itemsize + 4 + 4 / 64\n"
-        "largest = int((UB_BYTES - ___) / per_element) // ___ * ___\n"
-        "return min(largest, ___)",
+        "each element of the tile costs, and what that allows within 192 KB. Does a short row need a big tile?",
+        "Go through MySoftmax.__init__: every init_buffer that grows with the tile costs bytes per tile element "
+        "(count the buffers of each queue, and the work and partial buffers, which are fp32); the ones that do "
+        "not grow are a fixed cost. The largest tile is what is left of UB over the cost per element, kept to "
+        "whole 512-byte chunks; a row shorter than that needs no more than itself (rounded up to 16).",
+        Skeleton(
+            "def choose_tile(cols: int, dtype) -> int:\n"
+            "    itemsize = np.dtype(dtype).itemsize\n"
+            "    per_element = ___     # UB bytes per tile element: every buffer of MySoftmax that grows with the tile\n"
+            "    fixed = ___           # UB bytes that do not grow with the tile\n"
+            "    largest = int((ns.a2.ub_bytes - fixed) / per_element) // 256 * 256\n"
+            "    return ___            # and for a short row?",
+            call="check.softmax_tile(choose_tile, softmax_kernel)", cells=("02_sof-356a192b", "02_sof-b1d57811")),
     ),
 }
 
@@ -68,6 +90,15 @@ def _rows(kind: str, rows: int, cols: int, tile: int, dtype, rng) -> np.ndarray:
     elif kind == "-inf entries":
         x = x * 5
         x[:, ::3] = -np.inf
+    elif kind == "masked first chunks":        # attention masks: the running maximum stays -inf for a while
+        x = x * 5
+        for r in range(rows):                   # row r: its first r + 1 chunks masked, never the whole row
+            x[r, :min((r + 1) * tile, cols - 1)] = -np.inf
+    elif kind == "a fully masked row":         # no softmax exists: NaN, as torch.softmax gives
+        x = x * 5
+        if rows > 1:                            # and a row beside it whose first chunk is masked
+            x[0, :min(tile, cols - 1)] = -np.inf
+        x[rows // 2, :] = -np.inf
     elif kind == "huge values":                # exp overflows unless the maximum is subtracted
         x = np.clip(x * 15_000.0, -60_000.0, 60_000.0) if fp16 else x * 1e30
     else:  # "wide range"
@@ -80,7 +111,9 @@ _FIXED = [
     ("small values", 2, 100, 256, np.float32), ("small values", 3, 1, 256, np.float16),
     ("max in a later chunk", 2, 1000, 256, np.float32), ("max in a later chunk", 3, 2049, 512, np.float16),
     ("only very negative values", 2, 700, 256, np.float16), ("only very negative values", 2, 300, 256, np.float32),
-    ("-inf entries", 2, 1000, 256, np.float16), ("huge values", 2, 3000, 1024, np.float16),
+    ("-inf entries", 2, 1000, 256, np.float16), ("masked first chunks", 2, 600, 256, np.float16),
+    ("masked first chunks", 3, 3000, 1024, np.float32), ("a fully masked row", 3, 700, 256, np.float16),
+    ("a fully masked row", 2, 100, 256, np.float32), ("huge values", 2, 3000, 1024, np.float16),
     ("huge values", 2, 600, 256, np.float32),
     *[("wide range", 2, c, 256, np.float16) for c in (15, 16, 17, 255, 256, 257, 513)],
     ("wide range", 1, 10_001, 2048, np.float32), ("wide range", 4, 4096, 4096, np.float16),
@@ -91,7 +124,7 @@ def _cases() -> list[tuple]:
     rng = case_rng("softmax", "random")
     out = list(_FIXED)
     kinds = ["small values", "max in a later chunk", "only very negative values", "-inf entries",
-             "huge values", "wide range"]
+             "masked first chunks", "a fully masked row", "huge values", "wide range"]
     for _ in range(3):
         dt = (np.float16, np.float32)[int(rng.integers(2))]
         tile = 16 * int(rng.integers(16, 257))
@@ -104,6 +137,16 @@ def _causes(kind: str, got: np.ndarray, want: np.ndarray, cols: int, tile: int) 
     """Likely causes, from the kind of input and what is wrong in the output."""
     bad_nan = ~np.isfinite(got) & np.isfinite(want)
     chunks = -(-cols // tile)
+    masked_rows = np.flatnonzero(np.isnan(want).all(axis=1))
+    if masked_rows.size and not np.isnan(got[masked_rows]).all():
+        return (f"Row {masked_rows[0]} is -inf everywhere (a fully masked attention row): it has no softmax, and "
+                f"like torch.softmax the output is NaN there. Rows with at least one finite value must stay exact.")
+    if kind == "masked first chunks" and bad_nan.any():
+        rows = np.flatnonzero(bad_nan.any(axis=1))
+        return (f"Rows {', '.join(map(str, rows))} start with whole chunks of -inf (a masked attention row) and "
+                f"have finite values later; {int(bad_nan.sum()):,} outputs are NaN. While the running maximum is "
+                f"still -inf, exp(x - m_new) is exp(-inf - (-inf)) = NaN for such a chunk, and so is "
+                f"exp(m - m_new): a chunk that raises nothing above -inf must add nothing to the sum.")
     if bad_nan.any():
         if kind in ("small values", "wide range", "max in a later chunk") and np.abs(want).max() <= 1:
             return ("The output holds inf or NaN although these inputs are small, so exp did not overflow: "
@@ -151,8 +194,9 @@ def _check_gm_reads(name: str, run, x: np.ndarray, case: dict) -> None:
 
 def softmax(kernel) -> None:
     """Lab 02, exercise 1: ``kernel(x, y, rows, cols, tile)`` writes the row-wise softmax of ``x`` into
-    ``y``: finite and accurate for maxima in later chunks, only very negative rows, -inf entries, huge
-    values and every length, reading each row from GM at most twice."""
+    ``y``: finite and accurate for maxima in later chunks, only very negative rows, -inf entries, rows whose
+    first chunks are all -inf (exact), huge values and every length; NaN for a row that is -inf everywhere
+    (as ``torch.softmax``); reading each row from GM at most twice."""
     __tracebackhide__ = True
     name = "softmax"
     cases = _cases()
@@ -160,12 +204,16 @@ def softmax(kernel) -> None:
                               "is it the other way round?",
                ZeroDivisionError: "A sum or a factor on the scalar unit became 0: exp of a very negative number "
                                   "underflows to 0. Shift by the maximum before exp (and start it at -inf)."}
+    masked = {**explain, ZeroDivisionError: "The sum of a row that is -inf everywhere is 0 (a fully masked "
+                                            "attention row): its softmax does not exist; write NaN for it, as "
+                                            "torch.softmax does."}
     for i, (kind, rows, cols, tile, dt) in enumerate(cases):
         rng = fixed_rng(name, i) if i < len(_FIXED) else case_rng(name, i)
         x = _rows(kind, rows, cols, tile, dt, rng)
         y = np.full_like(x, np.nan)
         case = {"values": kind, "rows": rows, "cols": cols, "tile": tile, "dtype": np.dtype(dt).name}
-        run = run_kernel(name, kernel, 1, x, y, rows, cols, tile, case=case, explain=explain)
+        run = run_kernel(name, kernel, 1, x, y, rows, cols, tile, case=case,
+                         explain=masked if kind == "a fully masked row" else explain)
         want = _softmax_ref(x)
         fp16 = np.dtype(dt) == np.float16
         mm = mismatch(y, want, rtol=2e-3 if fp16 else 1e-4, atol=1e-4 if fp16 else 1e-7)
@@ -174,7 +222,8 @@ def softmax(kernel) -> None:
                                     + _causes(kind, y, want, cols, tile))
         if cols > tile:
             _check_gm_reads(name, run, x, case)
-    passed(name, f"{len(cases)} hidden inputs (maxima in later chunks, very negative rows, -inf, huge values, "
+    passed(name, f"{len(cases)} hidden inputs (maxima in later chunks, very negative rows, -inf, masked chunks and "
+                 f"rows, huge values, "
                  f"lengths around every boundary, fp16 and fp32), each row read at most twice")
 
 
@@ -207,35 +256,56 @@ def _time(kernel, x, tile) -> float | None:
         return None
 
 
+def _tile_of(name: str, choose, cols: int, dt) -> int:
+    return as_int(name, call_learner(name, choose, cols, dt), f"choose_tile({cols}, {np.dtype(dt).name})")
+
+
+def _check_tile(name: str, choose, kernel, cols: int, dt, what: str) -> None:
+    tile = _tile_of(name, choose, cols, dt)
+    x = (fixed_rng(name, cols).standard_normal((2, cols)) * 5).astype(dt)
+    case = {"rows": what, "cols": cols, "dtype": np.dtype(dt).name, "your tile": tile}
+    if tile < 16:
+        raise CheckFailed(name, f"for [{describe(case)}] the tile must be at least 16 elements")
+    try:
+        mine = launch(kernel, 1, x, np.empty_like(x), 2, cols, tile).profile.time_us
+    except CapacityError as e:
+        raise CheckFailed(name, f"for [{describe(case)}] your kernel does not fit UB: it asks for "
+                                f"{e.facts.get('requested', 0) + e.facts.get('used', 0):,} B of "
+                                f"{a2.ub_bytes:,} B. Count every init_buffer of MySoftmax per tile "
+                                f"element.") from None
+    except NpuSimError:
+        run_kernel(name, kernel, 1, x, np.empty_like(x), 2, cols, tile, case=case)  # the learner-facing error
+        raise
+    best, best_us = _fastest(kernel, x)
+    if mine > SPEED_MARGIN * best_us:
+        # the way to go, never the passing value
+        way = ("a longer tile is faster" if best > tile else "a shorter tile is faster")
+        chunks = -(-cols // tile)
+        raise CheckFailed(name, f"for [{describe(case)}] your kernel takes {mine:.2f} us, "
+                                f"{mine / best_us - 1:.1%} longer than with the fastest tile that fits (the target: "
+                                f"within {SPEED_MARGIN - 1:.0%}): {way}. Your tile makes "
+                                f"{chunks} chunk{'s' if chunks > 1 else ''} per row, and every chunk pays two "
+                                f"reductions, two V -> S round trips and DMA start-ups"
+                                + (f"; a row of {cols} elements fits fewer chunks in UB." if best > tile else "."))
+
+
 def softmax_tile(choose, kernel) -> None:
     """Lab 02, exercise 2: ``choose(cols, dtype) -> tile`` fits UB with the learner's ``kernel`` and makes it
-    within 5 % of the fastest tile that fits, on short and long rows, fp16 and fp32."""
+    within 5 % of the fastest tile that fits, on short and long rows, fp16 and fp32, and on a row just
+    longer than the learner's own tile for long rows (where a constant tile makes a needless extra chunk)."""
     __tracebackhide__ = True
     name = "softmax_tile"
     rng = case_rng(name, "random")
     cases = _TILE_CASES + [(int(rng.integers(1000, 80_000)), (np.float16, np.float32)[int(rng.integers(2))])]
     for cols, dt in cases:
-        tile = as_int(name, call_learner(name, choose, cols, dt), f"choose_tile({cols}, {np.dtype(dt).name})")
-        x = (fixed_rng(name, cols).standard_normal((2, cols)) * 5).astype(dt)
-        case = {"cols": cols, "dtype": np.dtype(dt).name, "your tile": tile}
-        if tile < 16:
-            raise CheckFailed(name, f"for [{describe(case)}] the tile must be at least 16 elements")
-        try:
-            mine = launch(kernel, 1, x, np.empty_like(x), 2, cols, tile).profile.time_us
-        except CapacityError as e:
-            raise CheckFailed(name, f"for [{describe(case)}] your kernel does not fit UB: it asks for "
-                                    f"{e.facts.get('requested', 0) + e.facts.get('used', 0):,} B of "
-                                    f"{a2.ub_bytes:,} B. Count every init_buffer of MySoftmax per tile "
-                                    f"element.") from None
-        except NpuSimError:
-            run_kernel(name, kernel, 1, x, np.empty_like(x), 2, cols, tile, case=case)  # the learner-facing error
-            raise
-        best, best_us = _fastest(kernel, x)
-        if mine > SPEED_MARGIN * best_us:
-            raise CheckFailed(name, f"for [{describe(case)}] your kernel takes {mine:.1f} us; with tile={best} "
-                                    f"(the fastest that fits) it takes {best_us:.1f} us, "
-                                    f"{mine / best_us:.2f}x faster: your tile makes "
-                                    f"{-(-cols // tile)} chunks per row where {-(-cols // best)} would do, and "
-                                    f"every chunk pays two reductions, two V -> S round trips and DMA start-ups.")
+        _check_tile(name, choose, kernel, cols, dt, "short and long rows")
+    for dt in (np.float16, np.float32):
+        # a row 16 elements longer than the learner's tile for long rows: a constant tile makes a second chunk
+        # of 16 elements where one chunk fits UB (the fastest tile is then the row itself)
+        cols = _tile_of(name, choose, 100_000, dt) + 16
+        probe = np.zeros((2, cols), dt)
+        if _time(kernel, probe, -(-cols // 16) * 16) is not None:
+            _check_tile(name, choose, kernel, cols, dt, "16 elements longer than your tile for long rows")
+            cases.append((cols, dt))
     passed(name, f"{len(cases)} row lengths (short and long, fp16 and fp32): every tile fits UB and is within "
                  f"{SPEED_MARGIN - 1:.0%} of the fastest")

@@ -7,53 +7,143 @@ import numpy as np
 from ..errors import NpuSimError
 from ..kernels.matmul import MatmulTiling
 from ..launch import launch
+from ._flow import Skeleton
 from ._core import CheckFailed, call_learner, case_rng, describe, fixed_rng, mismatch, passed, run_kernel
 
 __all__ = ["matmul", "matmul_reuse"]
 
+_MATMUL_SKELETON = """\
+@ns.kernel
+def matmul_kernel(a, b, c, m: int, n: int, k: int, tiling: MatmulTiling) -> None:
+    t = tiling
+    bm16, bn16, bk16 = (-(-v // 16) * 16 for v in (t.base_m, t.base_n, t.base_k))
+    pipe = ns.TPipe()
+    q_a1, q_b1 = ns.TQue(ns.TPosition.A1), ns.TQue(ns.TPosition.B1)
+    q_a2, q_b2 = ns.TQue(ns.TPosition.A2), ns.TQue(ns.TPosition.B2)
+    q_co1 = ns.TQue(ns.TPosition.CO1)
+    pipe.init_buffer(q_a1, t.buffer_num, bm16 * bk16 * 2)
+    pipe.init_buffer(q_b1, t.buffer_num, bk16 * bn16 * 2)
+    pipe.init_buffer(q_a2, t.buffer_num, bm16 * bk16 * 2)
+    pipe.init_buffer(q_b2, t.buffer_num, bk16 * bn16 * 2)
+    pipe.init_buffer(q_co1, t.buffer_num, bm16 * bn16 * 4)
+    tiles_m, tiles_n = -(-m // t.base_m), -(-n // t.base_n)
+    for tile in range(___):                      # this block's output tiles
+        i0, j0 = ___                                # the tile's first row and column in c
+        tm, tn = min(t.base_m, m - i0), min(t.base_n, n - j0)
+        m1, n1 = -(-tm // 16), -(-tn // 16)
+        c_l0 = q_co1.alloc_tensor(ns.float32)
+        for kk in range(0, k, t.base_k):
+            tk = min(t.base_k, k - kk)
+            k1 = -(-tk // 16)
+            a_l1 = q_a1.alloc_tensor(ns.float16)
+            copy_strips(a_l1, a[___:], tm, tk, ___)    # where A's piece starts, how far apart its rows are
+            q_a1.enque(a_l1)
+            b_l1 = q_b1.alloc_tensor(ns.float16)
+            copy_strips(b_l1, b[___:], tk, tn, ___)
+            q_b1.enque(b_l1)
+            a_l1, b_l1 = q_a1.deque(), q_b1.deque()
+            a_l0 = q_a2.alloc_tensor(ns.float16)
+            ns.load_data(a_l0, a_l1, ns.LoadData2DParams(repeat_times=m1 * k1))
+            q_a2.enque(a_l0)
+            b_l0 = q_b2.alloc_tensor(ns.float16)
+            ns.load_data(b_l0, b_l1, ns.LoadData2DParams(repeat_times=k1 * n1, if_transpose=True))
+            q_b2.enque(b_l0)
+            q_a1.free_tensor(a_l1)
+            q_b1.free_tensor(b_l1)
+            a_l0, b_l0 = q_a2.deque(), q_b2.deque()
+            ns.mmad(c_l0, a_l0, b_l0, ns.MmadParams(tm, tn, tk, cmatrix_init_val=___))
+            q_a2.free_tensor(a_l0)
+            q_b2.free_tensor(b_l0)
+        q_co1.enque(c_l0)
+        c_l0 = q_co1.deque()
+        ns.fixpipe(c[___:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=___))
+        q_co1.free_tensor(c_l0)"""
+
+_REUSE_SKELETON = """\
+@ns.kernel
+def matmul_reuse_kernel(a, b, c, m: int, n: int, k: int, tiling: MatmulTiling) -> None:
+    t = tiling
+    bm16, bn16, bk16, k16 = (-(-v // 16) * 16 for v in (t.base_m, t.base_n, t.base_k, k))
+    pipe = ns.TPipe()
+    q_a1, q_b1 = ns.TQue(ns.TPosition.A1), ns.TQue(ns.TPosition.B1)
+    q_a2, q_b2 = ns.TQue(ns.TPosition.A2), ns.TQue(ns.TPosition.B2)
+    q_co1 = ns.TQue(ns.TPosition.CO1)
+    pipe.init_buffer(q_a1, 1, bm16 * k16 * 2)                  # one strip of A: base_m rows x all of K
+    pipe.init_buffer(q_b1, t.buffer_num, bk16 * bn16 * 2)
+    pipe.init_buffer(q_a2, t.buffer_num, bm16 * bk16 * 2)
+    pipe.init_buffer(q_b2, t.buffer_num, bk16 * bn16 * 2)
+    pipe.init_buffer(q_co1, 1, bm16 * bn16 * 4)
+    tiles_m, tiles_n = -(-m // t.base_m), -(-n // t.base_n)
+    k1_all = -(-k // 16)
+    for row in range(___):                       # this block's rows of output tiles
+        i0 = row * t.base_m
+        tm = min(t.base_m, m - i0)
+        m1 = -(-tm // 16)
+        a_l1 = q_a1.alloc_tensor(ns.float16)
+        copy_strips(a_l1, a[___:], ___, ___, k)     # the row's whole strip of A, once
+        q_a1.enque(a_l1)
+        a_l1 = q_a1.deque()
+        for col in range(tiles_n):
+            j0 = col * t.base_n
+            tn = min(t.base_n, n - j0)
+            n1 = -(-tn // 16)
+            c_l0 = q_co1.alloc_tensor(ns.float32)
+            for kk in range(0, k, t.base_k):
+                tk = min(t.base_k, k - kk)
+                k1 = -(-tk // 16)
+                b_l1 = q_b1.alloc_tensor(ns.float16)
+                copy_strips(b_l1, b[kk * n + j0:], tk, tn, n)
+                q_b1.enque(b_l1)
+                b_l1 = q_b1.deque()
+                a_l0 = q_a2.alloc_tensor(ns.float16)
+                for i in range(m1):                           # the tile's 16-row block i
+                    ns.load_data(a_l0[i * k1 * 256:], a_l1,
+                                 ns.LoadData2DParams(start_index=___, repeat_times=k1))
+                q_a2.enque(a_l0)
+                b_l0 = q_b2.alloc_tensor(ns.float16)
+                ns.load_data(b_l0, b_l1, ns.LoadData2DParams(repeat_times=k1 * n1, if_transpose=True))
+                q_b2.enque(b_l0)
+                q_b1.free_tensor(b_l1)
+                a_l0, b_l0 = q_a2.deque(), q_b2.deque()
+                ns.mmad(c_l0, a_l0, b_l0, ns.MmadParams(tm, tn, tk, cmatrix_init_val=(kk == 0)))
+                q_a2.free_tensor(a_l0)
+                q_b2.free_tensor(b_l0)
+            q_co1.enque(c_l0)
+            c_l0 = q_co1.deque()
+            ns.fixpipe(c[i0 * n + j0:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=n))
+            q_co1.free_tensor(c_l0)
+        q_a1.free_tensor(a_l1)
+
+
+def reuse_tiling() -> MatmulTiling:
+    return MatmulTiling(base_m=___, base_n=___, base_k=___, buffer_num=___)"""
+
 HINTS = {
     "matmul": (
-        "The one-tile kernel of section 2 is the body of one K step; around it go three loops: over this "
+        "The one-tile kernel of section 2 is the body of one K step; around it go two loops: over this "
         "block's output tiles, and inside each over the K steps. Which offsets and sizes change from tile to "
         "tile, and which Mmad must not add onto what L0C holds?",
-        "Output tiles: tiles_m = ceil(m / base_m), tiles_n = ceil(n / base_n); block b takes tiles b, b + "
-        "block_num, ...; tile t sits at row i0 = (t // tiles_n) * base_m, column j0 = (t % tiles_n) * base_n, "
-        "and is tm = min(base_m, m - i0) by tn = min(base_n, n - j0). Allocate its L0C tensor once; for kk in "
-        "0, base_k, ... < k (tk = min(base_k, k - kk)): copy A's tile (starts at a[i0 * k + kk:], rows k apart) "
-        "and B's (b[kk * n + j0:], rows n apart) into L1, load_data them (B transposed), mmad with "
-        "cmatrix_init_val only when kk == 0. Then fixpipe the tile to c[i0 * n + j0:] with dst_stride=n.",
-        "for tile in range(ns.get_block_idx(), tiles_m * tiles_n, ns.get_block_num()):\n"
-        "    i0, j0 = ...; tm, tn = ...; m1, n1 = -(-tm // 16), -(-tn // 16)\n"
-        "    c_l0 = q_co1.alloc_tensor(ns.float32)\n"
-        "    for kk in range(0, k, t.base_k):\n"
-        "        tk = ...; k1 = -(-tk // 16)\n"
-        "        (section 2's CopyIn with copy_strips(a_l1, a[___:], tm, tk, ___) and "
-        "copy_strips(b_l1, b[___:], tk, tn, ___), Split with repeat_times m1 * k1 / k1 * n1, then)\n"
-        "        ns.mmad(c_l0, a_l0, b_l0, ns.MmadParams(tm, tn, tk, cmatrix_init_val=___))\n"
-        "    q_co1.enque(c_l0); c_l0 = q_co1.deque()\n"
-        "    ns.fixpipe(c[___:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=___)); q_co1.free_tensor(c_l0)",
+        "Number the output tiles row by row and let block b take every block_num-th tile from tile b on. From "
+        "a tile's number follow its first row and column in c (its size is given: edge tiles are smaller). "
+        "For each tile: one L0C tensor; then per K step copy A's and B's pieces of that step into L1 "
+        "(copy_strips: where does each piece start in GM, and how far apart are its rows there?), move them "
+        "into L0A / L0B as section 2 does, and Mmad, deciding which Mmad starts L0C afresh. Then fixpipe the "
+        "tile to its place in c, whose rows are how far apart?",
+        Skeleton(_MATMUL_SKELETON, call="check.matmul(matmul_kernel)", cells=("03_mat-356a192b", "03_mat-ex1"),
+                 intro="Your kernel, with the decisions left blank:"),
     ),
     "matmul-reuse": (
         "Exercise 1's kernel with its loops turned around: the row of output tiles is the outer loop, A's "
         "strip for that row goes into L1 before the tiles of the row, and each K step only copies B. The "
         "new part is finding a K step's fractals inside the strip.",
-        "Per row of tiles (rows block_idx, block_idx + block_num, ...): alloc from q_a1, copy_strips(a_l1, "
-        "a[i0 * k:], tm, k, k), enque, deque. Then for each output tile of the row, the K loop as in exercise 1 "
-        "without A's copy; L0A gets, for each 16-row block i of the tile, the k1 fractals that start at "
-        "fractal i * ceil(k / 16) + kk // 16 of the strip, written at fractal i * k1 of L0A. Free the strip "
-        "after the row. For the target: two buffers, a tile of 128 x 128 or more, and a long K step (fewer start-ups).",
-        "for row in range(ns.get_block_idx(), tiles_m, ns.get_block_num()):\n"
-        "    (copy A's strip once)\n"
-        "    for col in range(tiles_n):\n"
-        "        c_l0 = ...\n"
-        "        for kk in range(0, k, t.base_k):\n"
-        "            (copy B's tile, load it into L0B transposed)\n"
-        "            for i in range(m1):\n"
-        "                ns.load_data(a_l0[i * k1 * 256:], a_l1, ns.LoadData2DParams(start_index=___, "
-        "repeat_times=k1))\n"
-        "            ns.mmad(...)\n"
-        "        ns.fixpipe(...)\n"
-        "    q_a1.free_tensor(a_l1)",
+        "Each block takes its own rows of output tiles. Per row: copy the row's whole strip of A (all of K) "
+        "into L1 once; then for each tile of the row, exercise 1's K loop without A's copy. In each K step L0A "
+        "gets, for every 16-row block of the tile, this step's fractals of that block, which sit inside the "
+        "strip's NZ layout (count the strip's fractals per 16-row block: it holds all of K, not one step). "
+        "Free the strip after its row. For the target: the output tile's size decides how often each loaded "
+        "byte of B is reused, and a second buffer lets B's copies overlap the Mmads.",
+        Skeleton(_REUSE_SKELETON, call="check.matmul_reuse(matmul_reuse_kernel, reuse_tiling)",
+                 cells=("03_mat-356a192b", "03_mat-reuse"), intro="Your kernel and tiling, with the decisions left blank:"),
     ),
 }
 

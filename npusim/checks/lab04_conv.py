@@ -19,77 +19,13 @@ from ..conv.common import round_up
 from ..errors import NpuSimError
 from ..launch import launch
 from . import _lab04_diagnosis as why
+from ._lab04_hints import HINTS  # noqa: F401  (collected by npusim.checks)
 from ._core import CheckFailed, call_learner, case_rng, compare, describe, fixed_rng, passed, run_kernel
 from .conv_lab import (SLOTS, BandConv, Im2colConv, ReferenceIm2col, band_conv, band_conv_args, conv2d_float64,
                        im2col_conv, im2col_conv_args)
 
 __all__ = ["conv_reuse", "nc1hwc0_transform", "conv_img2col", "conv_tiling"]
 
-HINTS = {
-    "conv-reuse": (
-        "Section 2's direct kernel fetches the input row of every (output row, height tap, width tap) from GM. "
-        "Turn it around: a band of output rows reads a run of consecutive input rows; load that run once per "
-        "width tap, and let every output row and height tap of the band read its row from L1. Work out on "
-        "paper, for stride 2 and dilation 2, which input rows output rows 0, 1 and 2 read.",
-        "output_bands: for every image, bands of self.t.rows output rows from row 0 on; the last band takes "
-        "what is left. input_rows: the first row is the window start of the band's first output row (the "
-        "stride times its index, in padded coordinates); the count runs to the last tap of the band's last "
-        "output row, inclusive. load_band: for every width tap j and every row of that run, load_row into "
-        "slot = its place in the run. band_row: the slot of output row r's window start plus tap i's offset.",
-        "output_bands: [(n, ho0, min(t.rows, g.ho - ho0)) for n in range(g.n) for ho0 in range(0, g.ho, ___)]\n"
-        "input_rows:   return ho0 * ___, (rows - 1) * ___ + (g.kh - 1) * ___ + 1\n"
-        "load_band:    first, count = self.input_rows(band.ho0, band.rows)\n"
-        "              for j in range(g.kw): for slot in range(count): self.load_row(copies, band, j, slot, ___)\n"
-        "band_row:     return r * ___ + i * ___",
-    ),
-    "nc1hwc0-transform": (
-        "NC1HWC0 puts the C0 channels of one position next to each other; NCHW the positions of one channel. "
-        "So the positions of one channel land C0 elements apart: a DMA that moves one element per block, with "
-        "the right gap between the blocks, does it. And a channel plane can be longer than one buffer.",
-        "For each image and channel: its plane starts at (b * C + ch) * HW in x and lands in block ch // C0, "
-        "lane ch % C0 of x5. Cut the plane into rounds of at most SLOTS positions (a buffer holds SLOTS 32 B "
-        "slots). Per round: alloc, data_copy_pad GM -> UB with one element per block (each lands in its own "
-        "32 B slot), enque, deque, data_copy_pad UB -> GM with the gap (C0 - 1) * itemsize bytes, free. "
-        "Before the channels, zero the whole last block if C is not a multiple of C0.",
-        "if c % c0: zeros(x5[(b * c1 + c1 - 1) * hw * c0:], hw * c0)\n"
-        "for ch in range(c):\n"
-        "    src = (b * c + ch) * hw;  dst = (b * c1 + ch // c0) * hw * c0 + ___\n"
-        "    for p0 in range(0, hw, SLOTS):\n"
-        "        cnt = min(SLOTS, ___)\n"
-        "        t = q.alloc_tensor(x.dtype); ns.data_copy_pad(t, x[src + ___:], ns.DataCopyExtParams(cnt, isz, 0, 0))\n"
-        "        q.enque(t); t = q.deque()\n"
-        "        ns.data_copy_pad(x5[dst + ___:], t, ns.DataCopyExtParams(cnt, isz, 0, ___)); q.free_tensor(t)",
-    ),
-    "conv-img2col": (
-        "load_data_3d needs to know three things: the image it reads (what is in L1: which rows, how wide, how "
-        "many channels), the window (kernel size, stride, dilation, and the padding around the image that is "
-        "NOT in L1), and the piece of the im2col matrix it writes (rows = output positions, columns = K).",
-        "The image in L1 is tile.l1_rows rows of W columns and the Cin block's channels rounded up to C0. The "
-        "padding above is what separates the band's first window row (its first output row times the stride, "
-        "minus the padding, in image rows) from tile.first_row; below, what separates the band's last window "
-        "row from the last row in L1. Left and right the padding is the layer's. The tile: positions tile.m0 "
-        "on, tile.m of them rounded up to whole fractal rows; columns tile.k0 on, tile.k of them.",
-        "top = tile.ho0 * g.sh - g.ph;  bottom = top + g.in_rows(tile.rows)\n"
-        "ns.load_data_3d(a, x_l1, ns.LoadData3DParams(\n"
-        "    l1_h=___, l1_w=g.w, channel_size=-(-tile.cin // g.c0) * g.c0, kh=g.kh, kw=g.kw,\n"
-        "    m_extension=___, k_extension=tile.k, m_start=___, k_start=___,\n"
-        "    stride_h=___, stride_w=___, dilation_h=___, dilation_w=___,\n"
-        "    pad_top=tile.first_row - ___, pad_bottom=bottom - ___, pad_left=g.pw, pad_right=g.pw))",
-    ),
-    "conv-tiling": (
-        "The Cube is the critical pipe and runs without a gap from its first Mmad to its last: the time is the "
-        "start (before the first Mmad) + the Cube's busy time + the end. Compare the Cube's busy time with its "
-        "ideal time (the useful MACs at the peak rate): what is the difference made of?",
-        "The Cube works in whole fractals: an Mmad of m positions costs as much as one of m rounded up to 16. "
-        "A band of rows x Wo positions is cut into Mmads of m_tile positions from its start, so the last one "
-        "gets what is left. Count the default's: positions per band (its explain() says), its Mmads, and what "
-        "the last one is computed as. Then choose rows and m_tile so that every Mmad's m is a multiple of 16 "
-        "(L0C still has to hold two m_tile x Cout fp32 accumulators).",
-        "choose_tiling(g3).replace(rows=___, m_tile=___)\n"
-        "# rows * 28 positions per band, cut into pieces of m_tile: every piece (the last one too) a multiple "
-        "of 16, m_tile <= 128",
-    ),
-}
 
 
 def _shape(s) -> str:
@@ -128,11 +64,6 @@ class _adds:
             if extra:
                 raise CheckFailed(self.name, exc.message + extra) from None
         return False
-
-
-def _past_the_end(message: str) -> str:
-    return (" (Writing past the end of x5 means that a destination offset, or the gap between the elements of "
-            "a write, is too large.)" if "past the end" in message and "'x5'" in message else "")
 
 
 def _inputs(rng, xs, ws, dtype):
@@ -283,7 +214,7 @@ def nc1hwc0_transform(kernel) -> None:
         c0 = 32 // np.dtype(dt).itemsize
         case = {"case": feature, "shape (N, C, H, W)": shape, "dtype": np.dtype(dt).name, "C0": c0,
                 "positions per plane": h * w, "padding channels": -c % c0}
-        with _adds(name, _ladder(done, feature) if i < len(_TRANSFORM_CASES) else "", _past_the_end):
+        with _adds(name, _ladder(done, feature) if i < len(_TRANSFORM_CASES) else ""):
             got = run_kernel(name, kernel, 1, x, x5, n, c, h, w, case=case)["x5"]
             compare(name, got, want, case, causes=lambda mm: why.transform(got, want, x, SLOTS))
         done.append(feature)

@@ -72,6 +72,34 @@ def _align_of(core, mem: str) -> int:
             "L0B": cfg.l0ab_align_bytes, "L0C": 64}[mem]
 
 
+def _gm_past_end_hint(lo: int, total: int, nblk: int, blen: int, pitch: int) -> str:
+    """What a GM copy past the end can come from, as far as the copy itself shows it."""
+    if lo < 0:
+        return "GM offsets count from the first element and must be >= 0"
+    if lo >= total:
+        return (f"the copy starts at byte {lo}, at or past the end of the tensor: its offset (the index you "
+                f"slice GM with) is too large")
+    if nblk > 1 and pitch > blen:
+        return (f"its {nblk} blocks of {blen} B, {pitch} B apart (a gap of {pitch - blen} B), span "
+                f"{(nblk - 1) * pitch + blen} B from byte {lo}: the gap between the blocks or the start offset is "
+                f"too large for this tensor, or there are too many blocks")
+    return ("either the count is too long (a last tile is shorter than the others: min(tile, total - offset)) or "
+            "the offset is too large (the earlier tiles already cover the part before it)")
+
+
+def _load3d_extent_hint(p, dst) -> str:
+    """Why the im2col tile a load_data_3d builds does not fit its destination: which extension is larger
+    than what the image and the destination allow."""
+    k_all = p.channel_size * p.kh * p.kw
+    if p.k_start + p.k_extension > k_all:
+        return (f"k_start + k_extension = {p.k_start + p.k_extension} columns, but the image in L1 has only "
+                f"channel_size x kh x kw = {k_all} columns of im2col: k_extension is the K of this step (what is "
+                f"left of it at the last step), not more")
+    return (f"the tile is m_extension x k_extension = {p.m_extension} x {p.k_extension} elements and the "
+            f"destination holds {dst.size}: one of the extensions is larger than the tile the Mmad needs "
+            f"(m_extension: this Mmad's positions rounded up to 16; k_extension: this K step's columns)")
+
+
 def _check_span(t, nblk: int, blen: int, pitch: int, op: str, site, what: str) -> None:
     need = (nblk - 1) * pitch + blen
     if isinstance(t, LocalTensor):
@@ -90,7 +118,7 @@ def _check_span(t, nblk: int, blen: int, pitch: int, op: str, site, what: str) -
             raise OutOfBoundsError(
                 f"GM out of bounds: {op} touches bytes [{lo}, {lo + need}) of '{t.name}' "
                 f"({total} B = {t.buf.flat.size} {t.dtype.name}); {lo + need - total} B past the end",
-                hint="the last tile is shorter: compute its length from the remaining size",
+                hint=_gm_past_end_hint(lo, total, nblk, blen, pitch),
                 where=format_site(site), tensor=t.name, range=(lo, lo + need), size=total)
 
 
@@ -535,7 +563,7 @@ def load_data_3d(dst: LocalTensor, src: LocalTensor, params: LoadData3DParams) -
     check_align(core, dst, core.cfg.l0ab_align_bytes, op, site)
     img = p.channel_size * p.l1_h * p.l1_w
     src.check_usable(op, site, 0, img)
-    dst.check_usable(op, site, 0, p.m_extension * p.k_extension)
+    dst.check_usable(op, site, 0, p.m_extension * p.k_extension, hint=lambda: _load3d_extent_hint(p, dst))
     pipe = MTE1
     if core.check:
         vc = core.epoch(pipe)

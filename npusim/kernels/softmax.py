@@ -5,6 +5,11 @@ longer than UB work too: pass 1 keeps a running maximum ``m`` and a running sum 
 softmax": when the maximum grows from ``m`` to ``m'``, the sum so far is rescaled by ``exp(m - m')``);
 pass 2 writes ``exp(x - m) / s``. A row that fits one chunk is read once. fp16 inputs are computed in fp32.
 
+Masked rows (attention masks write ``-inf``): a chunk whose values are all ``-inf`` while the running
+maximum is still ``-inf`` adds nothing to the sum (``exp(-inf - (-inf))`` would be NaN), so a row that is
+only partly masked is exact whichever chunks the mask covers. A row that is ``-inf`` everywhere has no
+softmax; like ``torch.softmax`` the kernel writes NaN for it.
+
 The scalar unit reads each reduction's result with ``get_value``, after a V -> S flag: the vector
 unit's results are not visible to the scalar unit until then.
 """
@@ -77,6 +82,8 @@ class KernelSoftmax:
             n = min(self.tile, self.cols - off)
             w = self.load(base, off, n)
             m_new = max(m, self.reduce(ns.reduce_max, w, n))
+            if m_new == -math.inf:  # masked so far: nothing to add (and exp(-inf - (-inf)) is NaN)
+                continue
             chunk_sum = self.reduce(ns.reduce_sum, self.exp_shifted(w, m_new, n), n)
             s = float(np.float32(s * math.exp(m - m_new) + chunk_sum))  # scalar unit, fp32
             m = m_new
@@ -98,7 +105,8 @@ class KernelSoftmax:
         """Divide by the sum (``None``: compute it from ``w`` first) and CopyOut."""
         if s is None:
             s = self.reduce(ns.reduce_sum, w, n)
-        ns.muls(w, w, 1.0 / s, n)
+        # a fully masked row: the sum is 0 (or NaN from a -inf max), and its softmax is NaN as in torch
+        ns.muls(w, w, 1.0 / s if s > 0 else math.nan, n)
         o = self.q_out.alloc_tensor(self.dtype)
         if self.dtype == ns.float32:
             ns.adds(o, w, 0.0, n)

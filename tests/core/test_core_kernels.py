@@ -102,6 +102,23 @@ def test_softmax_long_rows_take_the_online_two_pass_path(dtype):
     assert short.profile.path_bytes["GM->UB"] == rows * tile * isz
 
 
+@pytest.mark.parametrize("dtype", [F16, F32])
+@pytest.mark.parametrize("cols, tile", [(600, 256), (100, 256), (3000, 1024)])
+def test_softmax_masked_rows_follow_torch(dtype, cols, tile):
+    """Attention masks: a row whose first chunks are all -inf is exact; a row that is -inf everywhere is NaN,
+    as torch.softmax gives (the convention the kernel documents)."""
+    torch = pytest.importorskip("torch")
+    x = (np.random.default_rng(3).standard_normal((4, cols)) * 5).astype(dtype)
+    x[0, :min(2 * tile, cols - 1)] = -np.inf    # masked first chunk(s), finite values after
+    x[1, :] = -np.inf                           # fully masked
+    x[2, ::3] = -np.inf
+    y = run_softmax(x, tile=tile)["y"].astype(np.float64)
+    want = torch.softmax(torch.tensor(x.astype(np.float64)), dim=1).numpy()
+    assert np.isnan(y[1]).all() and np.isnan(want[1]).all()
+    tol = dict(rtol=1e-3, atol=6e-8) if dtype == F16 else dict(rtol=2e-5, atol=1e-9)
+    np.testing.assert_allclose(y[[0, 2, 3]], want[[0, 2, 3]], **tol)
+
+
 def test_softmax_large_inputs_do_not_overflow():
     x = np.array([[1000.0, 999.0, -1000.0] * 100], np.float32)
     y = run_softmax(x, tile=64)["y"]

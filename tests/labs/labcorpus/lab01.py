@@ -65,4 +65,16 @@ WRONG = [
                   "    if block == blocks - 1:\n        return start, total - start\n    return start, min(per, total - start)"),
                  ("per = -(-total // blocks)", "per = total // (2 * blocks)")),
           why="the last block takes whatever is left: unbalanced"),
+    # --- messages that used to point elsewhere (issue 25 item 5) -----------------------------------------
+    Wrong("barrier-serialises", "check-vector-add", ("pipe_barrier", "drop the barriers"),
+          edits=(("            self.copy_out(offset, count)\n",
+                  "            self.copy_out(offset, count)\n            ns.pipe_barrier(ns.Pipe.ALL)\n"),),
+          why="a barrier after every tile: the two buffers are reserved, the stages cannot overlap"),
+    Wrong("every-block-every-part", "check-block-range", ("every block computes the same part", "get_block_idx"),
+          edits=(("    start, length = my_block_range(total, x.dtype.itemsize, ns.get_block_idx(), ns.get_block_num())\n",
+                  "    start, length = 0, total\n"),),
+          why="every block adds the whole vector (not a reduction across blocks)"),
+    Wrong("output-offset-past-the-end", "check-vector-add", ("starts at byte 32", "offset"),
+          edits=(("self.copy(self.z[offset:], z_local, count)", "self.copy(self.z[offset + 16:], z_local, count)"),),
+          why="copy_out writes 16 elements on: its start is past the end of a short z (not a 'shorter last tile')"),
 ]

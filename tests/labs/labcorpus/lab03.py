@@ -53,4 +53,8 @@ WRONG = [
           edits=(("return MatmulTiling(base_m=128, base_n=128, base_k=128, buffer_num=2)",
                   "return MatmulTiling(base_m=256, base_n=256, base_k=128, buffer_num=2)"),),
           why="the accumulator and strip do not fit"),
+    Wrong("every-block-every-tile", "check-matmul", ("every block computes the same part", "get_block_idx"),
+          edits=(("for tile in range(ns.get_block_idx(), tiles_m * tiles_n, ns.get_block_num()):",
+                  "for tile in range(tiles_m * tiles_n):"),),
+          why="every block computes every output tile (not a reduction: 'one partial result per block' is wrong)"),
 ]

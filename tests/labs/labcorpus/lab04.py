@@ -78,7 +78,7 @@ WRONG = [
     Wrong("no-padding-zeros", TRANSFORM, "padding channels",
           edits=(("            zeros(x5[(b * c1 + c1 - 1) * hw * c0:], hw * c0)", "            pass"),),
           why="forgets the zero padding channels"),
-    Wrong("lane-without-modulo", TRANSFORM, ("past the end of x5", "channels from C0 on"),
+    Wrong("lane-without-modulo", TRANSFORM, ("past the end", "'x5'", "channels from C0 on"),
           edits=(("dst = (b * c1 + ch // c0) * hw * c0 + ch % c0", "dst = (b * c1 + ch // c0) * hw * c0 + ch"),),
           why="lane ch instead of ch % C0"),
     Wrong("gap-of-c0", TRANSFORM, "C0",
@@ -141,4 +141,14 @@ WRONG = [
           edits=((MY_TILING, "return choose_tiling(g3).replace(rows=14)"),), why="a band that does not fit L1"),
     Wrong("not-a-tiling", TILING, "ConvTiling",
           edits=((MY_TILING, 'return "rows=4"'),), why="a string"),
+    # --- messages that used to point elsewhere (issue 25 item 5) -----------------------------------------
+    Wrong("gap-too-large", TRANSFORM, ("gap of 34 b", "gap between the blocks or the start offset"),
+          edits=((ROUND_OUT, ROUND_OUT.replace("(c0 - 1) * isz", "(c0 + 1) * isz")),),
+          why="a gap of C0 + 1 elements: the write runs past x5's end (not a 'shorter last tile')"),
+    Wrong("destination-offset-too-large", TRANSFORM, ("from byte 70", "start offset is too large"),
+          edits=((ROUND_OUT, ROUND_OUT.replace("x5[dst + p0 * c0:]", "x5[dst + p0 * c0 + hw:]")),),
+          why="each plane written hw elements too far on (not a 'shorter last tile')"),
+    Wrong("k-extension-too-large", IMG2COL, ("k_start + k_extension", "not more"),
+          edits=(("k_extension=tile.k,", "k_extension=tile.k + g.c0,"),),
+          why="one C0 of columns more than the K step: not a buffer to enlarge"),
 ]
