@@ -88,6 +88,10 @@ WRONG = [
           why="removes the ReLU node but never tells the conv to apply it"),
     Wrong("bn-not-bypassed", "check-graph-pass", "still in the graph",
           edits=(("            g.bypass(bn.name)\n", ""),), why="folds the statistics but leaves the BatchNorm node"),
+    Wrong("pass-eps-zero", "check-graph-pass", ("eps = 0", "bn.attrs['eps']"),
+          edits=(('bn.attrs["eps"])))', '0.0)))'),), why="folds every BatchNorm with eps = 0"),
+    Wrong("pass-eps-default", "check-graph-pass", ("eps = 1e-05", "bn.attrs['eps']"),
+          edits=(('bn.attrs["eps"])))', '1e-5)))'),), why="folds every BatchNorm with PyTorch's default eps"),
     Wrong("no-relu-fusion", "check-graph-pass", "is not fused",
           edits=((RELU_IF, "if False:"),), why="only folds BatchNorm"),
     # exercise 4: the placement pass
