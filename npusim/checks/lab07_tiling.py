@@ -16,7 +16,7 @@ from ..ops import InferContext, TilingCache, TilingData, register
 from ..ops.runtime import REGISTRY, execute, get_workspace_size
 from . import qmatmul as Q
 from ._core import CheckFailed, call_learner, case_rng, describe, fixed_rng, mismatch, passed
-from .lab07_ops import _SMALL_L0
+from .lab07_ops import _SMALL_L0, _public
 
 _FEWER_CORES = a2.replace(name="a2-8core", num_cores=8)
 
@@ -219,7 +219,7 @@ def qmatmul_tiling(tiling_fn) -> None:
                 res = execute(ex)
             except NpuSimError as e:
                 raise CheckFailed(name, f"on [{describe(case)}] the kernel stopped with your tiling "
-                                        f"({_blocks_text(ex.tiling)}): {type(e).__name__}: {e}") from None
+                                        f"({_blocks_text(ex.tiling)}): {type(e).__name__}: {_public(e, op_name)}") from None
             _check_output(name, res.out, inputs, relu, case)
             ref = get_workspace_size(ref_name, *inputs, config=cfg, cache=TilingCache(0), relu=relu)[1]
             ref_us = execute(ref).device_us
@@ -368,7 +368,7 @@ def tiling_cache(cache_cls) -> None:
             except NpuSimError as e:
                 raise CheckFailed(name, f"call {i} [{_call_text(call)}] got the tiling cached by call {src} "
                                         f"[{_call_text(stream[src])}] and the kernel stopped: {type(e).__name__}: "
-                                        f"{e}. The calls differ in {_differs(call, stream[src])}") from None
+                                        f"{_public(e, op_name)}. The calls differ in {_differs(call, stream[src])}") from None
             per_call = replace(ex, tiling=Q.tiling(ex.ctx), outputs=[np.zeros_like(o) for o in ex.outputs])
             own.append(per_call.tiling)
             ref = device_us(i, inputs, per_call)
