@@ -208,10 +208,17 @@ def _subnormal(a: np.ndarray) -> int:
     return int(((a < TINY) & (a > 0)).sum())
 
 
-def _layer_causes(rec: _Recorder, x16, w16, scale: float) -> str:
+def _layer_causes(rec: _Recorder, x16, w16, scale: float, y16=None, want=None) -> str:
     """Why ``y16 * scale`` misses the bar, from what the learner's function did (the recorded calls)."""
     causes = []
     last = rec.calls[-1]
+    if y16 is not None and want is not None:
+        got = y16.astype(np.float64) * scale
+        big = np.isfinite(got) & (np.abs(want) > 1e-2 * np.abs(want).max()) & (got != 0)
+        ratio = float(np.median(want[big] / got[big])) if big.any() else 1.0
+        if ratio > 0 and abs(ratio - 1) > 0.01 and abs(math.log2(ratio) - round(math.log2(ratio))) < 0.01:
+            return (f"y16 * scale is {ratio:g}x too {'small' if ratio > 1 else 'large'} everywhere: the scale you "
+                    f"return ({scale:g}) is not the divisor your input was divided by (return that one).")
     acc = np.dtype(last["kwargs"].get("acc_dtype", "float32")).name
     if acc == "float16":
         causes.append("your conv accumulates in fp16 (acc_dtype='float16'): every partial sum of the K products "
@@ -229,7 +236,9 @@ def _layer_causes(rec: _Recorder, x16, w16, scale: float) -> str:
         causes.append(f"your scale {scale:g} is not a power of two: x / scale is rounded to fp16 (up to 2^-11 of "
                       f"every input)")
     return ("; and ".join(causes)[:1].upper() + "; and ".join(causes)[1:] + ".") if causes else \
-        "Look at the operands you pass to conv (printed as x.dtype, x.min(), x.max()) and at the accumulator."
+        (f"Look at the operands of your last conv call (x {last['x'].dtype.name} from "
+         f"{float(np.min(last['x'])):.3g} to {float(np.max(last['x'])):.3g}, w {last['w'].dtype.name}) and at "
+         f"its accumulator ({acc}).")
 
 
 def fp16_layer(fn) -> None:
@@ -287,6 +296,6 @@ def fp16_layer(fn) -> None:
         if not rep.passed:
             raise CheckFailed(name, f"on [{words}] {rep.fraction_above:.2%} of the elements of y16 * scale are more "
                                     f"than 0.1 % off (allowed 0.1 %), max error {rep.max_error:.3g}. "
-                                    + _layer_causes(rec, x16, w16, scale))
+                                    + _layer_causes(rec, x16, w16, scale, y16, want))
     passed(name, f"{len(cases)} hidden layers (K up to 1152, outputs beyond 65504, small activations) meet the "
                  f"double-thousandth bar with fp16 operands and an fp16 output")

@@ -183,8 +183,9 @@ def _block_causes(g, cfg, blk, ref, mine, theirs) -> str:
     lines = []
     if blk.n < cout16 and blk.n < ref.n:
         lines.append(f"n={blk.n} < Cout={g.cout}: every im2col tile is built {-(-g.cout // blk.n)} times, once per "
-                     f"block of output channels (L1->L0A {mine.path_bytes.get('L1->L0A', 0):,} B against "
-                     f"{theirs.path_bytes.get('L1->L0A', 0):,} B with n={ref.n})")
+                     f"block of output channels (L1->L0A {mine.path_bytes.get('L1->L0A', 0):,} B, "
+                     f"{mine.path_bytes.get('L1->L0A', 0) / max(1, theirs.path_bytes.get('L1->L0A', 0)):.1f}x a block "
+                     f"with the most reuse): a larger n builds each im2col tile fewer times")
     if blk.n > cout16:
         lines.append(f"n={blk.n} is more than the layer's {cout16} channels (rounded up to 16): that room in L0B, "
                      f"L0C and UB is never used, and takes it from m and k")
@@ -192,25 +193,28 @@ def _block_causes(g, cfg, blk, ref, mine, theirs) -> str:
     if blk.m > -(-positions // 16) * 16:
         lines.append(f"m={blk.m}, but a band has {positions} positions ({fl.band_rows(g, cfg)} rows of {g.wo}): a "
                      f"tile never holds more, so the rest of its L0C room is never used, and the L0A room it "
-                     f"reserves is taken from k (k={blk.k} where m={-(-positions // 16) * 16} leaves room for "
-                     f"k={min(_room(g, cfg, -(-positions // 16) * 16, blk.n)[1], -(-k_all // g.c0) * g.c0)})")
+                     f"reserves is taken from k (k={blk.k}): an m no larger than a band's positions leaves "
+                     f"room for a longer k")
     mmads = sum(1 for i in mine.instructions if i.pipe is Pipe.M)
     ref_mmads = sum(1 for i in theirs.instructions if i.pipe is Pipe.M)
     if blk.k < min(k_room, k_all) and mmads > 1.2 * ref_mmads:
         lines.append(f"k={blk.k}: each tile takes {-(-k_all // blk.k)} K steps of {blk.k} of the {k_all} im2col "
-                     f"columns, {mmads:,} Mmads in all against {ref_mmads:,}, each paying the Cube's start-up; "
-                     f"L0A and L0B have room for k={min(k_room, -(-k_all // g.c0) * g.c0)} with your m and n")
+                     f"columns, {mmads:,} Mmads in all ({mmads / ref_mmads:.1f}x a block with the most reuse), each "
+                     f"paying the Cube's start-up; L0A and L0B have room for a longer k with your m and n")
     if blk.m < min(m_room, fl.M_CAP) and mine.path_bytes.get("L1->L0B", 0) > 1.2 * theirs.path_bytes.get("L1->L0B", 0):
         lines.append(f"m={blk.m}: every weight tile is loaded into L0B once per {blk.m} positions (L1->L0B "
-                     f"{mine.path_bytes.get('L1->L0B', 0):,} B against {theirs.path_bytes.get('L1->L0B', 0):,} B); "
-                     f"L0C{'' if cfg.has_fixpipe else ' and UB'} hold{'s' if cfg.has_fixpipe else ''} two tiles of "
-                     f"m={min(m_room, fl.M_CAP)} x n={blk.n}")
+                     f"{mine.path_bytes.get('L1->L0B', 0):,} B, "
+                     f"{mine.path_bytes.get('L1->L0B', 0) / max(1, theirs.path_bytes.get('L1->L0B', 0)):.1f}x a "
+                     f"block with the most reuse); L0C{'' if cfg.has_fixpipe else ' and UB'} "
+                     f"hold{'s' if cfg.has_fixpipe else ''} two tiles of a larger m with n={blk.n}: a larger m "
+                     f"loads each weight tile fewer times")
     if blk.m > fl.M_CAP and blk.k < k_room * 2:
         lines.append(f"m={blk.m} leaves L0A room for k={blk.k} only: an Mmad of m x n x k pays its start-up "
                      f"once, so m and k should both be large (L0A holds 2 x m x k x 2 B): 256 x 64 beats "
                      f"1024 x 16, and the last tile's drain, which nothing overlaps, grows with m")
-    return ". ".join(lines) + "." if lines else (f"Look at the timeline of both (views.compare): with ({ref.m}, "
-                                                 f"{ref.n}, {ref.k}) the kernel takes {theirs.time_us:.2f} us.")
+    # directions only: the reference block itself would be a passing answer
+    return ". ".join(lines) + "." if lines else ("Look at your kernel's timeline (views.timeline): which pipe "
+                                                 "waits, and which of m, n, k would make it wait less?")
 
 
 def _block_of(name: str, fn, g, cfg, words: dict):

@@ -208,6 +208,12 @@ def _stage1(op_name: str, inputs, attrs, cfg):
     return get_workspace_size(op_name, *[None if i is None else _arr(*i) for i in inputs], config=cfg, **attrs)
 
 
+def _public(e: BaseException | str, op_name: str) -> str:
+    """An error's text as the learner's operator would give it: the check's internal operator name (its
+    registry entry for this run) reads as ``qmatmul``."""
+    return str(e).replace(op_name, "qmatmul")
+
+
 def _reraise(e: BaseException):
     raise e
 
@@ -254,11 +260,11 @@ def qmatmul_inference(infer_shape, infer_dtype) -> None:
             except OpError as e:
                 if "shape inference gave" in str(e):
                     raise CheckFailed(name, f"on [{describe(case)}] the shape inference must return a list with "
-                                            f"one shape, the output's: {e}") from None
-                raise CheckFailed(name, f"you refused a valid call [{describe(case)}]: {e}") from None
+                                            f"one shape, the output's: {_public(e, op_name)}") from None
+                raise CheckFailed(name, f"you refused a valid call [{describe(case)}]: {_public(e, op_name)}") from None
             except (TypeError, ValueError) as e:
                 raise CheckFailed(name, f"on [{describe(case)}] the inference returned something unusable: "
-                                        f"{e}. Return a list of one shape, e.g. [(m, n)], and a list of one "
+                                        f"{_public(e, op_name)}. Return a list of one shape, e.g. [(m, n)], and a list of one "
                                         f"dtype") from None
             shape, dtype = ex.ctx.output_shapes[0], ex.ctx.output_dtypes[0]
             if shape != (m, n):
@@ -275,7 +281,7 @@ def qmatmul_inference(infer_shape, infer_dtype) -> None:
             try:
                 _stage1(op_name, inputs, attrs, cfg)
             except OpError as e:
-                text = str(e)
+                text = _public(e, op_name)
                 missing = [alts for alts in words if not any(_word(text, a) for a in alts)]
                 if missing:
                     need = " and ".join(repr(alts[0]) for alts in missing)
@@ -291,7 +297,7 @@ def qmatmul_inference(infer_shape, infer_dtype) -> None:
                                         f"caller expects") from None
             except Exception as e:  # noqa: BLE001 - e.g. an IndexError from a 1-D shape
                 raise CheckFailed(name, f"on [{describe(case)}] ({what}) the inference failed with "
-                                        f"{type(e).__name__}: {e}. Check the shapes before using them, and "
+                                        f"{type(e).__name__}: {_public(e, op_name)}. Check the shapes before using them, and "
                                         f"refuse with ctx.fail('...')") from None
             raise CheckFailed(name, f"you accepted a call that cannot work [{describe(case)}]: {what}. "
                                     f"The kernel would fail (or compute garbage) after launch; refuse it in "

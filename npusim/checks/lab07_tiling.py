@@ -16,7 +16,7 @@ from ..ops import InferContext, TilingCache, TilingData, register
 from ..ops.runtime import REGISTRY, execute, get_workspace_size
 from . import qmatmul as Q
 from ._core import CheckFailed, call_learner, case_rng, describe, fixed_rng, mismatch, passed
-from .lab07_ops import _SMALL_L0
+from .lab07_ops import _SMALL_L0, _public
 
 _FEWER_CORES = a2.replace(name="a2-8core", num_cores=8)
 
@@ -159,17 +159,20 @@ def _slow_causes(mine: TilingData, ref: TilingData, m: int, n: int, k: int, dt: 
                    f"nothing to do, yet every launched core takes its share of the chip's GM bandwidth")
     elif mine.block_dim < min(cfg.num_cores, tiles):
         out.append(f"{tiles} output tiles on block_dim {mine.block_dim}: "
-                   f"{min(cfg.num_cores, tiles) - mine.block_dim} more core(s) could work")
+                   f"some cores stay idle: launch more blocks, one per output tile at most")
+    # directions only: the reference's own block sizes would be a passing answer
     w_mine, w_ref = _waste(b, m, n), _waste(r, m, n)
     if w_mine > w_ref + 0.1:
+        which = [f for f, mine_v, ref_v in (("base_m", b.base_m, r.base_m), ("base_n", b.base_n, r.base_n))
+                 if mine_v > ref_v]
         out.append(f"{w_mine:.0%} of the Cube's output is padding ({b.base_m}x{b.base_n} blocks for a {m}x{n} "
-                   f"output; the reference's {r.base_m}x{r.base_n} pad {w_ref:.0%})")
-    steps, ref_steps = -(-k // b.base_k), -(-k // r.base_k)
-    if steps >= 2 * ref_steps:
-        out.append(f"{steps} K steps of {b.base_k} (the reference: {ref_steps} of {r.base_k}): every step pays "
-                   f"the start-ups of its copies")
+                   f"output): a smaller {' and '.join(which) or 'block'} wastes less")
+    if -(-k // b.base_k) >= 2 * -(-k // r.base_k):
+        out.append(f"{-(-k // b.base_k)} K steps of {b.base_k}: every step pays the start-ups of its copies, "
+                   f"so fewer, longer steps (a larger base_k, if it fits) cost less")
     if b.buffer_num == 1 and r.buffer_num == 2:
-        out.append("one buffer per queue: a K step's copies cannot overlap the Cube's work on the previous one")
+        out.append("one buffer per queue: a K step's copies cannot overlap the Cube's work on the previous "
+                   "one (try 2 buffers)")
     pm = Q.predict_cycles(b, m, n, k, dt, cfg, mine.block_dim)
     pr = Q.predict_cycles(r, m, n, k, dt, cfg, ref.block_dim)
     out.append(f"predict_cycles rates your tiling {pm / pr:.2f}x the reference's")
@@ -216,7 +219,7 @@ def qmatmul_tiling(tiling_fn) -> None:
                 res = execute(ex)
             except NpuSimError as e:
                 raise CheckFailed(name, f"on [{describe(case)}] the kernel stopped with your tiling "
-                                        f"({_blocks_text(ex.tiling)}): {type(e).__name__}: {e}") from None
+                                        f"({_blocks_text(ex.tiling)}): {type(e).__name__}: {_public(e, op_name)}") from None
             _check_output(name, res.out, inputs, relu, case)
             ref = get_workspace_size(ref_name, *inputs, config=cfg, cache=TilingCache(0), relu=relu)[1]
             ref_us = execute(ref).device_us
@@ -224,9 +227,8 @@ def qmatmul_tiling(tiling_fn) -> None:
             worst = max(worst, ratio)
             if ratio > TARGET:
                 raise CheckFailed(name, f"on [{describe(case)}] your tiling ({_blocks_text(ex.tiling)}) takes "
-                                        f"{res.device_us:.2f} us on the device, the lab's reference tiling "
-                                        f"({_blocks_text(ref.tiling)}) {ref_us:.2f} us: {ratio:.2f}x, the target is "
-                                        f"{TARGET}x. " + _slow_causes(ex.tiling, ref.tiling, m, n, k,
+                                        f"{res.device_us:.2f} us on the device, {ratio:.2f}x the lab's reference "
+                                        f"tiling; the target is {TARGET}x. " + _slow_causes(ex.tiling, ref.tiling, m, n, k,
                                                                       np.dtype(dt).name, cfg))
     finally:
         REGISTRY.pop(op_name, None)
@@ -236,8 +238,11 @@ def qmatmul_tiling(tiling_fn) -> None:
 
 
 # --- exercise 4: the tiling cache ----------------------------------------------------------------------
-# k, n, dtype of the layers: int8b has fp16's shapes, so only the dtype tells their tilings apart
-_LAYERS = {"fp16": (128, 256, np.float16), "int8": (256, 128, np.int8), "int8b": (128, 256, np.int8)}
+# k, n, dtype of the layers. Each field of a key is separated alone by some pair of calls with the same m:
+# int8b differs from fp16 in the dtype only, fp16k in k only, fp16n in n only (and relu and the hardware
+# alone in the stream below), so a key that drops any one of them shares a tiling it must not
+_LAYERS = {"fp16": (128, 256, np.float16), "int8": (256, 128, np.int8), "int8b": (128, 256, np.int8),
+           "fp16k": (512, 256, np.float16), "fp16n": (128, 512, np.float16)}
 
 
 def _stream() -> list[tuple[int, str, bool, Any]]:
@@ -246,6 +251,7 @@ def _stream() -> list[tuple[int, str, bool, Any]]:
     calls = [(m, "fp16", False, a2) for m in (1, 16, 17, 32, 33, 100, 112, 113)]
     calls += [(16, "fp16", True, a2), (17, "fp16", True, a2), (100, "fp16", True, a2)]
     calls += [(m, "int8", False, a2) for m in (1, 17, 100)] + [(17, "int8b", False, a2), (100, "int8b", False, a2)]
+    calls += [(17, "fp16k", False, a2), (100, "fp16k", False, a2), (17, "fp16n", False, a2), (100, "fp16n", False, a2)]
     calls += [(100, "fp16", False, _FEWER_CORES), (113, "fp16", False, _FEWER_CORES)]
     rng = case_rng("tiling_cache", "stream")
     for _ in range(32):
@@ -273,13 +279,31 @@ def _differs(a: tuple, b: tuple) -> str:
     ka, kb = _LAYERS[a[1]], _LAYERS[b[1]]
     if ka[2] != kb[2]:
         diff.append("dtype")
-    if ka[:2] != kb[:2]:
-        diff.append("k and n")
+    if ka[0] != kb[0]:
+        diff.append(f"k ({ka[0]} and {kb[0]})")
+    if ka[1] != kb[1]:
+        diff.append(f"n ({ka[1]} and {kb[1]})")
     if a[2] != b[2]:
         diff.append("relu")
     if a[3].key != b[3].key:
         diff.append("the hardware")
     return ", ".join(diff) or "nothing that changes the tiling"
+
+
+def _fields_apart(name: str, stream: list, keys: list, own: list[TilingData]) -> None:
+    """Fail when two calls that differ in anything but m (k, n, dtype, relu, the hardware) share a key
+    although their own tilings differ: m alone may be bucketed (the device time judges that), the rest not."""
+    first: dict = {}
+    for j, key in enumerate(keys):
+        i = first.setdefault(key, j)
+        a, b = stream[i], stream[j]
+        if i == j or (a[1], a[2], a[3].key) == (b[1], b[2], b[3].key) or own[i] == own[j]:
+            continue
+        what = _differs(a, b).replace(f"m ({a[0]} and {b[0]} fill {-(-a[0] // 16)} and {-(-b[0] // 16)} rows "
+                                      f"of 16), ", "")
+        raise CheckFailed(name, f"call {i} [{_call_text(a)}] and call {j} [{_call_text(b)}] get the same key from "
+                                f"your cache, yet they differ in {what} and qmatmul's tiling function gives them "
+                                f"different tilings: your key must tell them apart by {what.split(' (')[0]}")
 
 
 def tiling_cache(cache_cls) -> None:
@@ -299,6 +323,7 @@ def tiling_cache(cache_cls) -> None:
     sims: dict = {}
     created: dict = {}
     keys: list = []
+    own: list = []           # the tiling each call gets when tiled on its own
     mine_us = ref_us = 0.0
     worst = (0.0, 0, 0)
 
@@ -343,8 +368,9 @@ def tiling_cache(cache_cls) -> None:
             except NpuSimError as e:
                 raise CheckFailed(name, f"call {i} [{_call_text(call)}] got the tiling cached by call {src} "
                                         f"[{_call_text(stream[src])}] and the kernel stopped: {type(e).__name__}: "
-                                        f"{e}. The calls differ in {_differs(call, stream[src])}") from None
+                                        f"{_public(e, op_name)}. The calls differ in {_differs(call, stream[src])}") from None
             per_call = replace(ex, tiling=Q.tiling(ex.ctx), outputs=[np.zeros_like(o) for o in ex.outputs])
+            own.append(per_call.tiling)
             ref = device_us(i, inputs, per_call)
             mine_us += got
             ref_us += ref
@@ -352,6 +378,7 @@ def tiling_cache(cache_cls) -> None:
                 worst = (got / ref, i, src)
     finally:
         REGISTRY.pop(op_name, None)
+    _fields_apart(name, stream, keys, own)
     if mine_us > CACHE_SLOWDOWN * ref_us:
         ratio, i, src = worst
         raise CheckFailed(name, f"the stream of {len(stream)} calls takes {mine_us:.2f} us on the device with your "

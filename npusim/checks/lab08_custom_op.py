@@ -15,7 +15,7 @@ import numpy as np
 
 from ..tracebacks import innermost_learner_site, is_unfinished
 from ._core import CheckFailed, NotFinished, call_learner, case_rng, compare, describe, fixed_rng, passed
-from .lab08_torch import _torch
+from .lab08_torch import _torch, simulated_macs
 
 __all__ = ["custom_op", "verify_op"]
 
@@ -152,6 +152,10 @@ def custom_op(op) -> None:
         if not fwd.launches:
             raise CheckFailed(name, f"on [{describe(case)}] the forward ran nothing on the simulator: compute it "
                                     f"with sim.matmul")
+        if simulated_macs(fwd) < 2 * m * k * n:
+            raise CheckFailed(name, f"on [{describe(case)}] the two forwards did {simulated_macs(fwd):,} "
+                                    f"multiply-adds on the simulator; {m}x{k} @ {k}x{n} twice needs "
+                                    f"{2 * m * k * n:,}: compute the product itself with sim.matmul, not on the host")
         if "matmul" not in launched:
             raise CheckFailed(name, f"on [{describe(case)}] the simulator computed in float32 (it launched "
                                     f"{sorted(launched)}, its float32 route): cast a and b to float16 before "
@@ -187,9 +191,11 @@ def custom_op(op) -> None:
             raise CheckFailed(name, f"on [{describe(case)}] after backward, {len(alive)} tensor(s) saved for it are "
                                     f"still alive ({', '.join(alive)}): something besides autograd keeps them (a "
                                     f"global, a list, a closure?). Keep them with ctx.save_for_backward only")
-        if "matmul" not in {x.op for x in bwd.launches} or bwd.calls < 2:
-            raise CheckFailed(name, f"on [{describe(case)}] the backward ran {bwd.calls} simulated call(s) "
-                                    f"({sorted({x.op for x in bwd.launches})}): compute both gradients on the "
+        if "matmul" not in {x.op for x in bwd.launches} or simulated_macs(bwd) < 4 * m * k * n:
+            raise CheckFailed(name, f"on [{describe(case)}] the two backwards ran {bwd.calls} simulated call(s) "
+                                    f"({sorted({x.op for x in bwd.launches})}) doing {simulated_macs(bwd):,} "
+                                    f"multiply-adds; dA and dB of both calls need {4 * m * k * n:,}: compute both "
+                                    f"gradients on the "
                                     f"simulator in float16, with your matmul16")
         g16 = [g.half().double() for g in (g1, g2)]
         want_a = g16[0] @ b16s[0].T + g16[1] @ b16s[1].T

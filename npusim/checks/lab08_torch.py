@@ -52,6 +52,13 @@ HINTS = {
 }
 
 
+def simulated_macs(rec) -> int:
+    """Multiply-adds the simulator's compute kernels really did inside a ``sim.record()`` block (the
+    operators' own kernels, not their layout transforms): a check compares it with what the exercise's
+    products need, so host maths plus a token launch does not count as running on the simulator."""
+    return sum(x.profile.algorithmic_macs for x in rec.launches if x.kernel == x.op)
+
+
 def _torch(name: str):
     try:
         import torch
@@ -129,9 +136,11 @@ def matmul_backward(fn: Callable) -> None:
             rtol, atol = _tolerance(dt, kk)
             compare(name, got, want, {**case, "output": label}, rtol=rtol, atol=atol,
                     causes=_matmul_causes(got.astype(np.float64), a64, b64, g64, label))
-        if rec.calls < 2:
-            raise CheckFailed(name, f"on [{describe(case)}] the simulator ran {rec.calls} operator call(s); both "
-                                    f"products must run on it: use sim.matmul(x, y), not numpy's @")
+        need, done = 2 * m * k * n, simulated_macs(rec)
+        if done < need:
+            raise CheckFailed(name, f"on [{describe(case)}] the simulator did {done:,} multiply-adds in "
+                                    f"{rec.calls} call(s); the two products need {need:,} ({m}x{n}x{k} each): both "
+                                    f"must run on it, whole: use sim.matmul(x, y), not numpy's @")
     passed(name, f"{len(cases)} hidden shapes (1x1x1 to 33x17x20, one square), fp32 and fp16, on the simulator")
 
 
@@ -176,6 +185,14 @@ def _conv_shape_cause(got_hw, hw, out_hw, k: int, s: int, p: int, d: int) -> str
             "window never reached (negative means: crop)")
 
 
+def _useful_taps(hw, out_hw, k: int, s: int, p: int, d: int) -> int:
+    """Pairs (output pixel, kernel tap) of the forward whose tap lands on an input pixel, not on padding:
+    the multiply-adds any way of computing the input gradient must do (per input and output channel)."""
+    per_axis = [sum(1 for t in range(k) for o in range(n_out) if 0 <= o * s - p + t * d < n_in)
+                for n_in, n_out in zip(hw, out_hw)]
+    return per_axis[0] * per_axis[1]
+
+
 def conv_grad_input(fn: Callable) -> None:
     """Lab 08, exercise 2: ``fn(grad, w, input_hw, stride, padding, dilation) -> grad_input`` (NCHW numpy)
     computed as one convolution on the simulator, on hidden shapes (strides 1-3, padding 0-2, dilation
@@ -209,9 +226,12 @@ def conv_grad_input(fn: Callable) -> None:
                "Look at the weights: flipped in space (w[:, :, ::-1, ::-1]) and Cin/Cout swapped; the zeros "
                "between the grad's pixels (stride - 1 of them); the padding on each side.")
         compare(name, got, want, case, rtol=rtol, atol=atol, causes=why)
-        if not any(x.op == "conv2d" for x in rec.launches):
-            raise CheckFailed(name, f"on [{describe(case)}] no convolution ran on the simulator: compute the "
-                                    f"result with sim.conv2d(...)")
+        need, done = n * cin * cout * _useful_taps((h, w), (ho, wo), k, s, p, d), simulated_macs(rec)
+        if done < need:
+            raise CheckFailed(name, f"on [{describe(case)}] " + (
+                "no convolution ran on the simulator" if not done else
+                f"the simulator did {done:,} multiply-adds; the gradient needs {need:,} (every pair of a "
+                f"gradient pixel and a weight that the forward multiplied with an input pixel)") + ": compute the whole result with sim.conv2d(...)")
     passed(name, f"{len(cases)} hidden convolutions (stride up to 3, padding up to 2, dilation 2, "
                  f"1x1 with padding), fp32 and fp16")
 

@@ -155,7 +155,7 @@ def _branchy():
     conv = {"stride": 1, "padding": 1, "dilation": 1}
     return _graph([N("x", "input"),
                    N("ca", "conv2d", ["x"], dict(conv), {"w": _w(rng, 8, 3), "b": rng.normal(0, 0.2, 8).astype(np.float32)}),
-                   N("ba", "batchnorm", ["ca"], {"eps": 1e-3}, _bn(rng, 8)),
+                   N("ba", "batchnorm", ["ca"], {"eps": 0.05}, _bn(rng, 8)),  # an eps far from 0 and 1e-5
                    N("ra", "relu", ["ba"]),
                    N("cb", "conv2d", ["ra"], dict(conv), {"w": _w(rng, 8, 8)}),
                    N("bb", "batchnorm", ["cb"], {"eps": 1e-5}, _bn(rng, 8)),
@@ -223,6 +223,37 @@ def _structure_causes(graph, want, out) -> str:
     return "; ".join(causes)
 
 
+def _folded_params(name: str, graph, want, out, case: dict) -> None:
+    """Each conv that absorbed a BatchNorm carries the weights and bias of that fold with the node's own
+    statistics and eps (the outputs alone hide an eps of 0 or of PyTorch's default behind the tolerance)."""
+    from ..model.passes import fold_bn as fold
+
+    for n in out.nodes:
+        bns = [f for f in n.fused if f in graph and graph.node(f).op == "batchnorm"] if n.op == "conv2d" else []
+        if not bns or n.name not in want:
+            continue
+        ref, bn = want.node(n.name), graph.node(bns[0])
+        w, b = n.params.get("w"), n.params.get("b")
+        b = np.zeros(ref.params["w"].shape[0], np.float32) if b is None else b
+        if np.shape(w) == ref.params["w"].shape and np.allclose(w, ref.params["w"], rtol=1e-5, atol=1e-7) and \
+                np.allclose(b, ref.params["b"], rtol=1e-5, atol=1e-6):
+            continue
+        conv, p = graph.node(n.name), bn.params
+        why = "look at the arguments you give fold_bn: w and b from the conv, mean, var, gamma, beta from " \
+              "bn.params, eps from bn.attrs['eps']"
+        fits = []   # (how far, eps) for the eps values a pass commonly uses instead of the node's
+        for eps in (0.0, 1e-5, 1e-3):
+            w_eps = fold(conv.params["w"], conv.params.get("b"), p["mean"], p["var"], p["gamma"], p["beta"], eps)[0]
+            if eps != bn.attrs["eps"] and np.shape(w) == w_eps.shape and np.allclose(w, w_eps, rtol=1e-5, atol=1e-7):
+                fits.append((float(np.abs(np.asarray(w, np.float64) - w_eps).max()), eps))
+        if fits:
+            eps = min(fits)[1]
+            why = (f"they are the fold with eps = {eps:g}, but BatchNorm {bn.name} has eps = "
+                   f"{bn.attrs['eps']:g}: pass each node's own bn.attrs['eps']")
+        raise CheckFailed(name, f"on [{describe(case)}] conv {n.name} absorbed BatchNorm {bn.name}, but its "
+                                f"weights and bias are not the fold of the two: {why}.")
+
+
 def graph_pass(fn: Callable) -> None:
     """Lab 09, exercise 3: ``fn(graph) -> graph`` folds every BatchNorm that is a conv's only user into that
     conv and fuses the ReLU that is then its only user (also right after a conv), leaves its input graph
@@ -255,6 +286,7 @@ def graph_pass(fn: Callable) -> None:
         if causes:
             raise CheckFailed(name, f"on [{describe(case)}] expected the nodes {[n.name for n in want.nodes]}, "
                                     f"got {[n.name for n in out.nodes]}: {causes}.")
+        _folded_params(name, graph, want, out, case)
         ref = evaluate(graph, x)
         try:
             got = run_model(out, x, progress=False)

@@ -1,12 +1,13 @@
 """Lab 08's operator ``matmul16``: ``a @ b`` computed in float16 on the simulated Cube and returned as
 float32, registered with ``torch.library`` (real implementation, fake implementation, autograd formula
 saving the fp16 copies). The checks use the correct one, and feed a learner's ``verify_op`` broken
-variants that it must reject. Each is registered once per process, under the namespace ``lab08_check``.
+variants that it must reject. Each is registered once per process, under the namespace ``lab08_check`` and a random name.
 PyTorch is imported here: import this module only where PyTorch is needed."""
 
 from __future__ import annotations
 
 import itertools
+import secrets
 import weakref
 
 import torch
@@ -58,7 +59,8 @@ def interleaved_uses() -> int:
 
 
 def _register(variant: str):
-    @torch.library.custom_op(f"lab08_check::matmul16_{variant}", mutates_args=())
+    # an opaque name per process: a verify_op must judge what the operator does, not what it is called
+    @torch.library.custom_op(f"lab08_check::matmul16_{secrets.token_hex(4)}", mutates_args=())
     def op(a: Tensor, b: Tensor) -> Tensor:
         return torch.from_numpy(sim.matmul(a.detach().half().numpy(), b.detach().half().numpy())).float()
 

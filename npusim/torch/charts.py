@@ -15,7 +15,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 from ..views.charts import DPI  # also lets a bare Figure display inline in IPython
 from .kernels import Recording, dilate_pad, grad_input_plan
 from .memory import SavedTensorMeter
-from .training import FP16_NORMAL, FP16_TINY, GradientReport, TrainRun
+from .training import FP16_NORMAL, FP16_TINY, GradientReport, TrainRun, scale_text
 
 _COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
@@ -161,9 +161,9 @@ def gradient_histogram(report: GradientReport) -> Figure:
                     gid=f"hist_{name}")
         ax.axvspan(bins[0], np.log2(FP16_TINY) - 1, color="#d62728", alpha=0.12)
         ax.axvspan(np.log2(FP16_TINY) - 1, np.log2(FP16_NORMAL), color="#ff7f0e", alpha=0.15)
-        ax.set_xlabel(f"log2 |grad x {s:g}|")
+        ax.set_xlabel(f"log2 |grad x {scale_text(s)}|")
         flushed = ", ".join(f"{n} {v:.0%}" for n, v in report.flushed[s].items())
-        ax.set_title(f"loss scale {s:g}\nflushed to 0: {flushed}", fontsize=8.5)
+        ax.set_title(f"loss scale {scale_text(s)}\nflushed to 0: {flushed}", fontsize=8.5)
     handles, labels = axes[0].get_legend_handles_labels()
     handles += [Patch(color="#d62728", alpha=0.25), Patch(color="#ff7f0e", alpha=0.3)]
     labels += ["fp16: rounds to 0", "fp16: subnormal"]

@@ -56,6 +56,12 @@ def tiny_cnn(seed: int = 0, classes: int = len(CLASSES)) -> nn.Sequential:
                          nn.Linear(8, classes))
 
 
+def scale_text(scale: float) -> str:
+    """A loss scale as people write it: ``2^20`` for a power of two (not 1.04858e+06), else the number."""
+    exp = float(np.log2(scale)) if scale > 0 else float("nan")
+    return f"2^{int(exp)}" if exp == int(exp) and exp not in (0.0, 1.0) else f"{scale:g}"
+
+
 @dataclass
 class TrainRun:
     """What :func:`train` measured, one entry per step: the loss, the loss scale used, whether the step
@@ -120,7 +126,7 @@ def train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, steps: int = 20
     halved (what ``torch.amp.GradScaler`` does; it also doubles the scale after many good steps, which
     this short loop never reaches)."""
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    run = TrainRun(label or f"scale {loss_scale:g}")
+    run = TrainRun(label or f"scale {scale_text(loss_scale)}")
     watch = _CastWatch(model)
     scale = float(loss_scale)
     try:

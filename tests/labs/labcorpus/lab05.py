@@ -65,6 +65,9 @@ WRONG = [
           why="the right accumulator, no scale"),
     Wrong("layer-not-power-of-two", "check-fp16-layer", "not a power of two",
           edits=(("        scale *= 2.0", "        scale *= 3.0"),), why="scales by 3: every input is rounded"),
+    Wrong("layer-scale-not-returned", "check-fp16-layer", ("too small everywhere", "not the divisor"),
+          edits=(("            return y16, scale", "            return y16, 1.0"),),
+          why="divides the input but returns scale 1"),
     Wrong("layer-fp32-operands", "check-fp16-layer", "operands",
           cells=_layer("    y = conv(x16.astype(np.float32), w16.astype(np.float32), out_dtype=np.float32).output\n"
                        "    return (y / 16).astype(np.float16), 16.0"),

@@ -29,6 +29,10 @@ WRONG = [
     # --- exercise 1: the matmul backward
     Wrong("mm-numpy", "check-matmul-backward", "sim.matmul", edits=((MM, "return grad @ b.T, a.T @ grad"),),
           why="numpy's @ instead of the simulator"),
+    Wrong("mm-host-token-launches", "check-matmul-backward", ("multiply-adds", "sim.matmul"),
+          edits=((MM, "one = np.ones((1, 1), a.dtype)\n    sim.matmul(one, one), sim.matmul(one, one)\n"
+                      "    return grad @ b.T, a.T @ grad"),),
+          why="numpy does the products; two 1x1 launches make the simulator look busy"),
     Wrong("mm-no-transpose", "check-matmul-backward", "inner sizes differ",
           edits=((MM, "return sim.matmul(grad, b), sim.matmul(a.T, grad)"),), why="B not transposed"),
     Wrong("mm-swapped", "check-matmul-backward", "swapped",
@@ -48,6 +52,13 @@ WRONG = [
     Wrong("conv-no-dilation", "check-conv-grad-input", "dilation",
           edits=(("stride=1, padding=0, dilation=dilation)", "stride=1, padding=0, dilation=1)"),),
           why="convolves without the forward's dilation"),
+    Wrong("conv-pytorch-token-launch", "check-conv-grad-input", "multiply-adds",
+          cells={"08_tor-9e6a55b6": '''def conv_grad_input(grad, w, input_hw, stride, padding, dilation):
+    n, cout = grad.shape[:2]
+    sim.conv2d(grad[:, :, :1, :1], w[:, :, :1, :1])   # something on the simulator
+    return torch.nn.grad.conv2d_input((n, w.shape[1], *input_hw), torch.from_numpy(w), torch.from_numpy(grad),
+                                      stride, padding, dilation).numpy()
+'''}, why="PyTorch computes the gradient; a 1x1 conv on the simulator for show"),
     Wrong("conv-pytorch", "check-conv-grad-input", "no convolution ran on the simulator",
           cells={"08_tor-9e6a55b6": '''def conv_grad_input(grad, w, input_hw, stride, padding, dilation):
     n, cout = grad.shape[:2]
@@ -91,6 +102,11 @@ WRONG = [
           edits=(("sim.matmul(a.detach().half().numpy(), b.detach().half().numpy())",
                   "sim.matmul(a.detach().numpy(), b.detach().numpy())"),),
           why="forgets the casts: the simulator computes in fp32 (the issue's case)"),
+    Wrong("op-host-token-launch", "check-custom-op", ("multiply-adds", "not on the host"),
+          edits=(("    return torch.from_numpy(sim.matmul(a.detach().half().numpy(), b.detach().half().numpy())).float()",
+                  "    one = np.ones((1, 1), np.float16)\n    sim.matmul(one, one)\n"
+                  "    return (a.detach().half().float() @ b.detach().half().float())"),),
+          why="the product on the host in fp16-rounded fp32, with a 1x1 launch on the simulator"),
     Wrong("op-fake-dtype", "check-custom-op", "fake implementation must promise",
           edits=(("return a.new_empty((a.shape[0], b.shape[1]), dtype=torch.float32)",
                   "return a.new_empty((a.shape[0], b.shape[1]))"),), why="the fake inherits the input's dtype"),
@@ -104,7 +120,7 @@ WRONG = [
     return (torch.from_numpy(sim.matmul(g, b16.numpy().T)).float(),
             torch.from_numpy(sim.matmul(a16.numpy().T, g)).float())'''),),
           why="a backward of numpy calls: correct eagerly, untraceable"),
-    Wrong("op-torch-backward", "check-custom-op", "backward ran",
+    Wrong("op-torch-backward", "check-custom-op", "backwards ran",
           edits=((BACKWARD, '''    a16, b16 = ctx.saved_tensors
     return grad @ b16.t().float(), a16.t().float() @ grad'''),), why="the backward on PyTorch, not the simulator"),
     Wrong("op-global-copies", "check-custom-op", "still alive",
@@ -120,6 +136,11 @@ WRONG = [
     Wrong("verify-default-tolerances", "check-verify-op", "rejected a correct",
           edits=((GRADCHECK, "    torch.autograd.gradcheck(op, (a64, b64))\n"),),
           why="gradcheck's defaults, which float16 cannot meet"),
+    Wrong("verify-by-name", "check-verify-op", "rejected a correct",
+          edits=(("    gen = torch.Generator().manual_seed(0)\n",
+                  "    if \"good\" not in op._qualname:\n        raise AssertionError(f\"{op._qualname} is broken\")\n"
+                  "    gen = torch.Generator().manual_seed(0)\n"),),
+          why="tells the correct operator by its registered name"),
     Wrong("verify-no-opcheck", "check-verify-op", "opcheck",
           edits=((OPCHECK, ""),), why="never compares the fake implementation with the real one"),
     Wrong("verify-no-meter", "check-verify-op", "SavedTensorMeter",
