@@ -209,9 +209,12 @@ class Window:
             self.objects[id(a.obj)] = dotted
             if isinstance(a.obj, type):
                 self.classes[a.obj] = dotted
-            for c in a.codes:
-                self.answers.setdefault(c, dotted)
-            self.functions.extend((f, dotted) for f in a.functions)
+            for f in a.functions:
+                # a method of an answer class is named as Class.method in messages
+                shown = f"{dotted}.{f.__name__}" if isinstance(a.obj, type) else dotted
+                for c in _nested(f.__code__):
+                    self.answers.setdefault(c, shown)
+                self.functions.append((f, shown))
         self.allowed: set[types.CodeType] = set()
         for dotted in allowed:
             for f in _functions(_answers.resolve(dotted)):
@@ -278,58 +281,83 @@ class Window:
             self.refuse("kernel", _qualname(tolerated), "")
 
     # rule 1: the objects handed to the check
-    def handed(self, args: Iterable[Any]) -> None:
+    def handed(self, args: Iterable[Any], caller=None) -> None:
+        """``args``: what the check was given; ``caller``: the learner's frame that called the check (its
+        namespace names what was handed in, its line is where)."""
         seen: set[int] = set()
+        names = caller.f_globals if caller is not None else {}
+        where = _where(caller) if caller is not None else ""
         for arg in args:
-            self._handed(arg, _name_of(arg), seen, depth=0)
+            x = next((k for k, v in names.items() if v is arg and not k.startswith("_")), None) or _name_of(arg)
+            self._handed(arg, x, where, seen, depth=0)
 
-    def _handed(self, obj: Any, x: str, seen: set[int], depth: int) -> None:
+    def _is_answer(self, obj: Any) -> str | None:
+        dotted = self.objects.get(id(obj))
+        if dotted is None and isinstance(obj, type):
+            dotted = next((self.classes[b] for b in obj.__mro__ if b in self.classes), None)
+        return dotted
+
+    def _handed(self, obj: Any, x: str, where: str, seen: set[int], depth: int) -> None:
         if obj is None or id(obj) in seen or depth > 6 or isinstance(obj, (str, bytes, int, float, bool)):
             return
         seen.add(id(obj))
-        dotted = self.objects.get(id(obj))
+        dotted = self._is_answer(obj)
         if dotted is not None:
-            self.refuse(x, dotted, "")
+            self.refuse(x, dotted, where)   # the answer itself, under any name, or a subclass of it
         if isinstance(obj, functools.partial):
-            self._handed(obj.func, x, seen, depth + 1)
-            return
+            return self._handed(obj.func, x, where, seen, depth + 1)
         if isinstance(obj, types.MethodType):
-            self._handed(obj.__func__, x, seen, depth + 1)
-            self._handed(obj.__self__, x, seen, depth + 1)
-            return
+            self._handed(obj.__func__, x, where, seen, depth + 1)
+            return self._handed(obj.__self__, x, where, seen, depth + 1)
         if isinstance(obj, (staticmethod, classmethod)):
-            self._handed(obj.__func__, x, seen, depth + 1)
-            return
+            return self._handed(obj.__func__, x, where, seen, depth + 1)
         if isinstance(obj, (tuple, list)):
             for v in obj[:8]:
-                self._handed(v, x, seen, depth + 1)
+                self._handed(v, x, where, seen, depth + 1)
             return
         if isinstance(obj, type):
-            for base in obj.__mro__:
-                if base in self.classes:
-                    self.refuse(x, self.classes[base], "")
-            if base_is_learners(obj):
-                for v in vars(obj).values():
-                    self._handed(v, x, seen, depth + 1)
+            if base_is_learners(obj):   # its own methods: one of them may be an answer's
+                for k, v in vars(obj).items():
+                    self._handed(v, f"{obj.__qualname__}.{k}" if depth else x, where, seen, depth + 1)
             return
-        if not isinstance(obj, types.FunctionType) and type(obj).__mro__[0] is not object:
-            for base in type(obj).__mro__:
-                if base in self.classes:
-                    self.refuse(x, self.classes[base], "")
+        if not isinstance(obj, types.FunctionType):
+            dotted = next((self.classes[b] for b in type(obj).__mro__ if b in self.classes), None)
+            if dotted is not None:
+                self.refuse(x, dotted, where)   # an instance of the answer class
         for f in _functions(obj):
             for c in _nested(f.__code__):
                 if c in self.answers:
-                    self.refuse(x, self.answers[c], "")
-            if not is_package_file(f.__code__.co_filename):
-                g = f.__globals__
-                for c in _nested(f.__code__):
-                    for n in c.co_names:
-                        v = g.get(n)
-                        if v is not None and not isinstance(v, types.ModuleType):
-                            self._handed(v, x, seen, depth + 1)
+                    self.refuse(x, self.answers[c], where)   # code copied from an answer
+            if is_package_file(f.__code__.co_filename):
+                continue
+            # the learner's function: the globals its code names (an answer imported under any name)
+            g = f.__globals__
+            for c in _nested(f.__code__):
+                for n in c.co_names:
+                    v = g.get(n)
+                    if v is None or isinstance(v, types.ModuleType):
+                        continue
+                    dotted = self._is_answer(v)
+                    if dotted is not None:
+                        self.refuse(f.__qualname__, dotted, _where_name(c, n))
+                    if _learners(v):
+                        self._handed(v, _name_of(v), where, seen, depth + 1)
         wrapped = getattr(obj, "__wrapped__", None) or getattr(obj, "_init_fn", None)
         if wrapped is not None and not isinstance(obj, types.FunctionType):
-            self._handed(wrapped, x, seen, depth + 1)
+            self._handed(wrapped, x, where, seen, depth + 1)
+
+
+def _where_name(code: types.CodeType, name: str) -> str:
+    """The line of ``code`` that first names the global ``name``."""
+    import dis
+
+    line = code.co_firstlineno
+    for ins in dis.get_instructions(code):
+        if ins.starts_line is not None:
+            line = ins.starts_line
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval == name:
+            break
+    return _site_text(code.co_filename, line)
 
 
 def base_is_learners(cls: type) -> bool:
@@ -372,7 +400,10 @@ class window:
         _tampered(self.check)
         w = Window(_answers.BY_CHECK.get(self.check))
         w.check = self.check
-        w.handed(self.args)
+        caller = sys._getframe(1)
+        while caller is not None and w.kind(caller.f_code) != LEARNER:
+            caller = caller.f_back
+        w.handed(self.args, caller)
         self.w = w
         self.armed = _traps.arm(w.functions, _on_call)
         _current.append(w)
@@ -409,8 +440,9 @@ def _measures(w: Window, what: str, frame) -> None:
     while f is not None and w.kind(f.f_code) != LEARNER:
         f = f.f_back
     where = f" (at {_where(f)})" if f is not None else ""
+    who = f"your `{f.f_code.co_qualname}`" if f is not None else what
     if w.refusal is None:
-        w.refusal = Refused(w.check, f"{what} runs a kernel on the simulator{where} to measure the answer: this "
+        w.refusal = Refused(w.check, f"{who} runs a kernel on the simulator{where} to measure the answer: this "
                                      f"exercise is to predict it from the cost model, without running it")
     raise w.refusal
 
