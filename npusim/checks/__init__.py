@@ -29,12 +29,10 @@ __all__ = ["CheckFailed", "NotFinished", "passed", "hint", "uses", "mine_or_refe
 
 
 def _collect() -> None:
-    mods = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if not info.name.startswith("lab"):
             continue
         mod = importlib.import_module(f"{__name__}.{info.name}")
-        mods.append(mod)
         names = getattr(mod, "__all__", None) or [
             n for n, v in vars(mod).items()
             if callable(v) and not n.startswith("_") and getattr(v, "__module__", "") == mod.__name__
@@ -46,7 +44,7 @@ def _collect() -> None:
             if key in HINTS:
                 raise RuntimeError(f"hint key {key!r} defined twice ({mod.__name__})")
             HINTS[key] = tuple(ladder)
-    _authorship.snapshot(mods)   # what the package defined, before a notebook can reassign any of it
+    _authorship.snapshot()   # what the package defined, before a notebook can reassign any of it
 
 
 _collect()

@@ -23,7 +23,6 @@ learner's function) is found by comparing with what the package defined, and ref
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 import sys
 import types
@@ -31,12 +30,11 @@ from typing import Any, Iterable
 
 from .. import sanitizer
 from ..tracebacks import is_package_file, site as _site_text
-from . import _answers
+from . import _answers, _traps
 from ._core import CheckFailed
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CHECKS_DIR = os.path.dirname(os.path.abspath(__file__))
-_TRAP_FILE = "<npusim answer trap>"
 
 ANSWER, ALLOWED, CHECK, LEARNER, PACKAGE, TRANSPARENT = "answer", "allowed", "check", "learner", "package", "trap"
 
@@ -110,7 +108,6 @@ def _in_package(filename: str) -> bool:
 
 
 _defined: dict[str, _Answer] = {}
-_module_globals: dict[str, dict[str, Any]] = {}
 
 
 def _genuine(obj: Any) -> bool:
@@ -123,7 +120,7 @@ def _genuine(obj: Any) -> bool:
     return all(_in_package(f.__code__.co_filename) for f in fns) if fns else True
 
 
-def _answer(dotted: str) -> _Answer | None:
+def _answer(dotted: str, check: str = "check") -> _Answer | None:
     """The answer as the package defined it: resolved the first time its module is loaded (torch's
     modules only once the notebook imported them: a check never imports torch for this)."""
     a = _defined.get(dotted)
@@ -132,41 +129,62 @@ def _answer(dotted: str) -> _Answer | None:
             return None
         obj = _answers.resolve(dotted)
         if not _genuine(obj):
-            raise Refused("authorship", f"npusim's `{dotted}` was replaced by code defined outside the package "
+            raise Refused(check, f"npusim's `{dotted}` was replaced by code defined outside the package "
                                         f"(an assignment to it?): restart the kernel so the check can compare "
                                         f"with the package's own")
         a = _defined[dotted] = _Answer(dotted, obj)
     return a
 
 
-def snapshot(lab_modules: Iterable[types.ModuleType]) -> None:
-    """Remember what the package defined: every answer whose module needs no torch, and the functions,
-    classes and modules each lab check module's globals hold (its oracles). Called when the checks load."""
+def snapshot() -> None:
+    """Remember what the package defined: every answer whose module needs no torch. Called when the checks
+    load, before a notebook can reassign any of it."""
     for dotted in sorted(_answers.all_answers()):
-        _answer(dotted)
-    for mod in lab_modules:
-        _module_globals[mod.__name__] = {k: v for k, v in vars(mod).items()
-                                         if isinstance(v, (types.FunctionType, type, types.ModuleType))}
+        try:
+            _answer(dotted)
+        except Refused:
+            pass   # replaced before the checks were imported: the first check that needs it says so
+
+
+def _learners(v: Any) -> bool:
+    """Whether ``v`` is a function or class defined in the learner's code (a notebook cell, their file)."""
+    if isinstance(v, functools.partial):
+        v = v.func
+    if isinstance(v, types.MethodType):
+        v = v.__func__
+    if (getattr(v, "__module__", None) or "").startswith("npusim"):
+        return False   # the quick answer for nearly every value: the package's own
+    if isinstance(v, types.FunctionType):
+        return not sanitizer._is_library(v.__code__.co_filename)   # cached per file
+    if isinstance(v, type):
+        mod = sys.modules.get(v.__module__ or "")
+        return v.__module__ == "__main__" or (mod is not None and not sanitizer._is_library(
+            getattr(mod, "__file__", None) or "<built-in>"))
+    return False
 
 
 def _tampered(check: str) -> None:
-    """Refuse when a name the checks rely on no longer holds the package's object."""
+    """Refuse when a name the checks rely on no longer holds the package's object: an answer replaced (or
+    its ``__code__``, or a method of an answer class), or any function or class of a package module (a
+    check's oracle, a re-export) replaced by one the learner wrote."""
     for dotted, a in list(_defined.items()):
         now = _answers.resolve(dotted)
         codes_now = [f.__code__ for f in _functions(now)]
-        if now is not a.obj or any(c not in a.codes for c in codes_now if c.co_filename != _TRAP_FILE) or \
+        if now is not a.obj or any(c not in a.codes for c in codes_now if c.co_filename != _traps.TRAP_FILE) or \
                 any(vars(now).get(k) is not v for k, v in a.members.items()):
             raise Refused(check, f"npusim's `{dotted}` was replaced by your notebook (an assignment to it or to "
                                  f"its __code__): the check compares with the package's own. Restart the kernel "
                                  f"and run the notebook without that assignment")
-    for modname, was in _module_globals.items():
+    kinds = {types.FunctionType, functools.partial, types.MethodType}
+    for modname in [m for m in sys.modules if m.startswith("npusim.")]:   # no tuple per value: no GC pauses
         mod = sys.modules.get(modname)
-        if mod is None:
-            continue
-        for k, v in was.items():
-            if vars(mod).get(k) is not v:
-                raise Refused(check, f"`{modname}.{k}` was replaced by your notebook: the checks rely on it. "
-                                     f"Restart the kernel and run the notebook without that assignment")
+        for v in (vars(mod).values() if mod is not None else ()):
+            t = type(v)   # not isinstance: some values (torch's op namespaces) make it slow
+            if (t in kinds or issubclass(t, type)) and _learners(v):
+                k = next(k for k, w in vars(mod).items() if w is v)
+                raise Refused(check, f"`{modname}.{k}` was replaced by your notebook's `{_name_of(v)}`: the "
+                                     f"checks rely on the package's own. Restart the kernel and run the notebook "
+                                     f"without that assignment")
 
 
 # --- the window of one check ----------------------------------------------------------------------------
@@ -185,15 +203,18 @@ class Window:
         # check the table does not know refuses every answer
         mine = set(exercise.answers) if exercise else _answers.all_answers()
         for dotted in sorted(mine - allowed):
-            a = _answer(dotted)
+            a = _answer(dotted, exercise.check if exercise else "check")
             if a is None:
                 continue
             self.objects[id(a.obj)] = dotted
             if isinstance(a.obj, type):
                 self.classes[a.obj] = dotted
-            for c in a.codes:
-                self.answers.setdefault(c, dotted)
-            self.functions.extend((f, dotted) for f in a.functions)
+            for f in a.functions:
+                # a method of an answer class is named as Class.method in messages
+                shown = f"{dotted}.{f.__name__}" if isinstance(a.obj, type) else dotted
+                for c in _nested(f.__code__):
+                    self.answers.setdefault(c, shown)
+                self.functions.append((f, shown))
         self.allowed: set[types.CodeType] = set()
         for dotted in allowed:
             for f in _functions(_answers.resolve(dotted)):
@@ -206,7 +227,7 @@ class Window:
     def kind(self, code: types.CodeType) -> str:
         k = self.kinds.get(code)
         if k is None:
-            if code.co_filename == _TRAP_FILE:
+            if code.co_filename == _traps.TRAP_FILE:
                 k = TRANSPARENT
             elif code in self.answers:
                 k = ANSWER
@@ -260,58 +281,83 @@ class Window:
             self.refuse("kernel", _qualname(tolerated), "")
 
     # rule 1: the objects handed to the check
-    def handed(self, args: Iterable[Any]) -> None:
+    def handed(self, args: Iterable[Any], caller=None) -> None:
+        """``args``: what the check was given; ``caller``: the learner's frame that called the check (its
+        namespace names what was handed in, its line is where)."""
         seen: set[int] = set()
+        names = caller.f_globals if caller is not None else {}
+        where = _where(caller) if caller is not None else ""
         for arg in args:
-            self._handed(arg, _name_of(arg), seen, depth=0)
+            x = next((k for k, v in names.items() if v is arg and not k.startswith("_")), None) or _name_of(arg)
+            self._handed(arg, x, where, seen, depth=0)
 
-    def _handed(self, obj: Any, x: str, seen: set[int], depth: int) -> None:
+    def _is_answer(self, obj: Any) -> str | None:
+        dotted = self.objects.get(id(obj))
+        if dotted is None and isinstance(obj, type):
+            dotted = next((self.classes[b] for b in obj.__mro__ if b in self.classes), None)
+        return dotted
+
+    def _handed(self, obj: Any, x: str, where: str, seen: set[int], depth: int) -> None:
         if obj is None or id(obj) in seen or depth > 6 or isinstance(obj, (str, bytes, int, float, bool)):
             return
         seen.add(id(obj))
-        dotted = self.objects.get(id(obj))
+        dotted = self._is_answer(obj)
         if dotted is not None:
-            self.refuse(x, dotted, "")
+            self.refuse(x, dotted, where)   # the answer itself, under any name, or a subclass of it
         if isinstance(obj, functools.partial):
-            self._handed(obj.func, x, seen, depth + 1)
-            return
+            return self._handed(obj.func, x, where, seen, depth + 1)
         if isinstance(obj, types.MethodType):
-            self._handed(obj.__func__, x, seen, depth + 1)
-            self._handed(obj.__self__, x, seen, depth + 1)
-            return
+            self._handed(obj.__func__, x, where, seen, depth + 1)
+            return self._handed(obj.__self__, x, where, seen, depth + 1)
         if isinstance(obj, (staticmethod, classmethod)):
-            self._handed(obj.__func__, x, seen, depth + 1)
-            return
+            return self._handed(obj.__func__, x, where, seen, depth + 1)
         if isinstance(obj, (tuple, list)):
             for v in obj[:8]:
-                self._handed(v, x, seen, depth + 1)
+                self._handed(v, x, where, seen, depth + 1)
             return
         if isinstance(obj, type):
-            for base in obj.__mro__:
-                if base in self.classes:
-                    self.refuse(x, self.classes[base], "")
-            if base_is_learners(obj):
-                for v in vars(obj).values():
-                    self._handed(v, x, seen, depth + 1)
+            if base_is_learners(obj):   # its own methods: one of them may be an answer's
+                for k, v in vars(obj).items():
+                    self._handed(v, f"{obj.__qualname__}.{k}" if depth else x, where, seen, depth + 1)
             return
-        if not isinstance(obj, types.FunctionType) and type(obj).__mro__[0] is not object:
-            for base in type(obj).__mro__:
-                if base in self.classes:
-                    self.refuse(x, self.classes[base], "")
+        if not isinstance(obj, types.FunctionType):
+            dotted = next((self.classes[b] for b in type(obj).__mro__ if b in self.classes), None)
+            if dotted is not None:
+                self.refuse(x, dotted, where)   # an instance of the answer class
         for f in _functions(obj):
             for c in _nested(f.__code__):
                 if c in self.answers:
-                    self.refuse(x, self.answers[c], "")
-            if not is_package_file(f.__code__.co_filename):
-                g = f.__globals__
-                for c in _nested(f.__code__):
-                    for n in c.co_names:
-                        v = g.get(n)
-                        if v is not None and not isinstance(v, types.ModuleType):
-                            self._handed(v, x, seen, depth + 1)
+                    self.refuse(x, self.answers[c], where)   # code copied from an answer
+            if is_package_file(f.__code__.co_filename):
+                continue
+            # the learner's function: the globals its code names (an answer imported under any name)
+            g = f.__globals__
+            for c in _nested(f.__code__):
+                for n in c.co_names:
+                    v = g.get(n)
+                    if v is None or isinstance(v, types.ModuleType):
+                        continue
+                    dotted = self._is_answer(v)
+                    if dotted is not None:
+                        self.refuse(f.__qualname__, dotted, _where_name(c, n))
+                    if _learners(v):
+                        self._handed(v, _name_of(v), where, seen, depth + 1)
         wrapped = getattr(obj, "__wrapped__", None) or getattr(obj, "_init_fn", None)
         if wrapped is not None and not isinstance(obj, types.FunctionType):
-            self._handed(wrapped, x, seen, depth + 1)
+            self._handed(wrapped, x, where, seen, depth + 1)
+
+
+def _where_name(code: types.CodeType, name: str) -> str:
+    """The line of ``code`` that first names the global ``name``."""
+    import dis
+
+    line = code.co_firstlineno
+    for ins in dis.get_instructions(code):
+        if ins.starts_line is not None:
+            line = ins.starts_line
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval == name:
+            break
+    return _site_text(code.co_filename, line)
 
 
 def base_is_learners(cls: type) -> bool:
@@ -334,75 +380,13 @@ def _where(frame) -> str:
     return _site_text(frame.f_code.co_filename, frame.f_lineno)
 
 
-# --- traps (rule 2) -------------------------------------------------------------------------------------
-
-_TRAPS: dict[int, tuple[types.FunctionType, str]] = {}   # key -> (the original as a function, dotted)
-_trap_code: dict[tuple[int, str], types.CodeType] = {}
 _current: list[Window] = []
 
 
-def _dispatch(key: int, args: tuple, kwargs: dict) -> Any:
-    original, dotted = _TRAPS[key]
+def _on_call(dotted: str, caller) -> None:
+    """An armed answer was called (rule 2): refused when the caller is the learner's code."""
     if _current:
-        _current[-1].called(dotted, sys._getframe(2))
-    return original(*args, **kwargs)
-
-
-def _make_trap(key: int, fn: types.FunctionType) -> types.CodeType:
-    """Code for ``fn.__code__`` that asks :func:`_dispatch`: the same parameters (so ``fn``'s defaults,
-    its signature and a launch's binding of arguments by name stay as they were), and as many free
-    variables as ``fn``'s code (a function's closure must match its code), never read."""
-    code = fn.__code__
-    n_pos, n_kw = code.co_argcount, code.co_kwonlyargcount
-    names = code.co_varnames
-    pos, kwonly = list(names[:n_pos]), list(names[n_pos:n_pos + n_kw])
-    at = n_pos + n_kw
-    star = names[at] if code.co_flags & inspect.CO_VARARGS else None
-    at += bool(star)
-    starstar = names[at] if code.co_flags & inspect.CO_VARKEYWORDS else None
-    params = list(pos)
-    if code.co_posonlyargcount:
-        params.insert(code.co_posonlyargcount, "/")
-    if star or kwonly:
-        params.append(f"*{star}" if star else "*")
-    params += kwonly
-    if starstar:
-        params.append(f"**{starstar}")
-    args = "(" + "".join(f"{p}, " for p in pos) + (f"*{star}" if star else "") + ")"
-    kwargs = "{" + "".join(f"{k!r}: {k}, " for k in kwonly) + (f"**{starstar}" if starstar else "") + "}"
-    free = [f"__npusim_f{i}" for i in range(len(code.co_freevars))]
-    src = (f"def _outer():\n    {' = '.join(free + ['None']) if free else 'pass'}\n"
-           f"    def {fn.__name__}({', '.join(params)}):\n"
-           f"        if __npusim_trap__ is None:\n            ({', '.join(free)}{',' if free else ''})\n"
-           f"        return __npusim_trap__({key}, {args}, {kwargs})\n"
-           f"    return {fn.__name__}.__code__\n")
-    ns: dict = {}
-    exec(compile(src, _TRAP_FILE, "exec"), ns)
-    return ns["_outer"]()
-
-
-def _arm(window: Window) -> list[tuple[types.FunctionType, types.CodeType]]:
-    armed = []
-    for fn, dotted in window.functions:
-        code = fn.__code__
-        if code.co_filename == _TRAP_FILE:
-            continue   # armed by an enclosing window
-        key = id(fn)
-        if key not in _TRAPS:
-            orig = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-            orig.__kwdefaults__ = fn.__kwdefaults__
-            orig.__qualname__ = fn.__qualname__
-            _TRAPS[key] = (orig, dotted)
-            _trap_code[(key, dotted)] = _make_trap(key, fn)
-        fn.__globals__["__npusim_trap__"] = _dispatch
-        fn.__code__ = _trap_code[(key, _TRAPS[key][1])]
-        armed.append((fn, code))
-    return armed
-
-
-def _disarm(armed: list[tuple[types.FunctionType, types.CodeType]]) -> None:
-    for fn, code in armed:
-        fn.__code__ = code
+        _current[-1].called(dotted, caller)
 
 
 class window:
@@ -416,15 +400,18 @@ class window:
         _tampered(self.check)
         w = Window(_answers.BY_CHECK.get(self.check))
         w.check = self.check
-        w.handed(self.args)
+        caller = sys._getframe(1)
+        while caller is not None and w.kind(caller.f_code) != LEARNER:
+            caller = caller.f_back
+        w.handed(self.args, caller)
         self.w = w
-        self.armed = _arm(w)
+        self.armed = _traps.arm(w.functions, _on_call)
         _current.append(w)
         return w
 
     def __exit__(self, etype, exc, tb) -> bool:
         _current.pop()
-        _disarm(self.armed)
+        _traps.disarm(self.armed)
         if self.w.refusal is not None and exc is not self.w.refusal:
             raise self.w.refusal.with_traceback(None) from None   # the learner's code swallowed it
         return False
@@ -453,8 +440,9 @@ def _measures(w: Window, what: str, frame) -> None:
     while f is not None and w.kind(f.f_code) != LEARNER:
         f = f.f_back
     where = f" (at {_where(f)})" if f is not None else ""
+    who = f"your `{f.f_code.co_qualname}`" if f is not None else what
     if w.refusal is None:
-        w.refusal = Refused(w.check, f"{what} runs a kernel on the simulator{where} to measure the answer: this "
+        w.refusal = Refused(w.check, f"{who} runs a kernel on the simulator{where} to measure the answer: this "
                                      f"exercise is to predict it from the cost model, without running it")
     raise w.refusal
 
