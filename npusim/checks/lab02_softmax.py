@@ -142,7 +142,7 @@ def _causes(kind: str, got: np.ndarray, want: np.ndarray, cols: int, tile: int) 
     if masked_rows.size and not np.isnan(got[masked_rows]).all():
         return (f"Row {masked_rows[0]} is -inf everywhere (a fully masked attention row): it has no softmax, and "
                 f"like torch.softmax the output is NaN there. Rows with at least one finite value must stay exact.")
-    if kind == "masked first chunks" and bad_nan.any():
+    if kind in ("masked first chunks", "a fully masked row") and bad_nan.any():
         rows = np.flatnonzero(bad_nan.any(axis=1))
         return (f"Rows {', '.join(map(str, rows))} start with whole chunks of -inf (a masked attention row) and "
                 f"have finite values later; {int(bad_nan.sum()):,} outputs are NaN. While the running maximum is "
