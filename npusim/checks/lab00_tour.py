@@ -6,8 +6,8 @@ import numpy as np
 
 from ..config import a2, classic
 from ..launch import launch
-from ._flow import Skeleton
 from ._core import CheckFailed, call_learner, case_rng, passed
+from ._flow import Skeleton
 
 __all__ = ["peak_tflops", "copy_cycles"]
 

@@ -8,9 +8,10 @@ from ..config import a2
 from ..errors import CapacityError, NpuSimError
 from ..launch import launch
 from ..tracebacks import site
-from ._flow import Skeleton
 from ._core import (CheckFailed, Mismatch, as_int, call_learner, case_rng, compare, describe, fixed_rng, passed,
                     run_kernel)
+from ._flow import Skeleton
+from ._work import require_work
 
 __all__ = ["vector_add", "vector_add_fast", "block_range"]
 
@@ -168,13 +169,20 @@ def _add_causes(z: np.ndarray, x: np.ndarray, y: np.ndarray, total: int, tile: i
     return causes
 
 
+def _require_add_work(name: str, profile, x: np.ndarray, case: dict) -> None:
+    """x and y in, z out through UB, and the add on the vector unit: every element of each."""
+    require_work(name, profile, case, moved={"GM->UB": 2 * x.nbytes, "UB->GM": x.nbytes}, ops={"add": x.nbytes},
+                 how="data_copy in, ns.add, data_copy out")
+
+
 def _check_adds(name: str, kernel, cases) -> None:
     for i, (total, tile, bd, bufs, dt) in enumerate(cases):
         case = {"total": total, "tile": tile, "block_dim": bd, "buffer_num": bufs, "dtype": np.dtype(dt).name}
         x, y = _inputs(total, dt, fixed_rng(name, i) if i < len(_ADD_FIXED) else case_rng(name, i))
         z = np.full_like(x, np.nan)
-        run_kernel(name, kernel, bd, x, y, z, total, tile, bufs, case=case)
+        run = run_kernel(name, kernel, bd, x, y, z, total, tile, bufs, case=case)
         compare(name, z, x + y, case, causes=_add_causes(z, x, y, total, tile, bd))
+        _require_add_work(name, run.profile, x, case)
 
 
 def _no_overlap_cause(one, two) -> str:
@@ -285,6 +293,7 @@ def vector_add_fast(kernel, settings) -> None:
         prof = run_kernel(name, kernel, 1, x, y, z, x.size, tile, bufs, case=case).profile
     _check_adds(name, kernel, [(4097, tile, 1, bufs, np.float16), (3 * tile + 5, tile, 1, bufs, np.float16)])
     compare(name, z, x + y, case)
+    _require_add_work(name, prof, x, case)
     eff = prof.roofline_efficiency
     if eff < TARGET_ROOFLINE:
         raise CheckFailed(name, f"correct, but with tile={tile} and {bufs} buffer(s) your kernel takes "
@@ -357,7 +366,8 @@ def block_range(fn, kernel) -> None:
         case = {"total": total, "tile": tile, "block_dim": bd, "buffer_num": bufs, "dtype": np.dtype(dt).name}
         x, y = _inputs(total, dt, fixed_rng(name, i))
         z = np.full_like(x, np.nan)
-        run_kernel(name, kernel, bd, x, y, z, total, tile, bufs, case=case)
+        run = run_kernel(name, kernel, bd, x, y, z, total, tile, bufs, case=case)
         compare(name, z, x + y, case, causes="Each block must work on exactly its own part of the vectors.")
+        _require_add_work(name, run.profile, x, case)
     passed(name, f"{len(cases)} hidden splits (up to 48 blocks, 1-, 2- and 4-byte elements) and "
                  f"{len(runs)} multi-core runs")

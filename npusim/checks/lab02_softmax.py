@@ -7,8 +7,9 @@ import numpy as np
 from ..config import a2
 from ..errors import CapacityError, NpuSimError
 from ..launch import launch
-from ._flow import Skeleton
 from ._core import CheckFailed, as_int, call_learner, case_rng, describe, fixed_rng, mismatch, passed, run_kernel
+from ._flow import Skeleton
+from ._work import require_work
 
 __all__ = ["softmax", "softmax_tile"]
 
@@ -141,7 +142,7 @@ def _causes(kind: str, got: np.ndarray, want: np.ndarray, cols: int, tile: int) 
     if masked_rows.size and not np.isnan(got[masked_rows]).all():
         return (f"Row {masked_rows[0]} is -inf everywhere (a fully masked attention row): it has no softmax, and "
                 f"like torch.softmax the output is NaN there. Rows with at least one finite value must stay exact.")
-    if kind == "masked first chunks" and bad_nan.any():
+    if kind in ("masked first chunks", "a fully masked row") and bad_nan.any():
         rows = np.flatnonzero(bad_nan.any(axis=1))
         return (f"Rows {', '.join(map(str, rows))} start with whole chunks of -inf (a masked attention row) and "
                 f"have finite values later; {int(bad_nan.sum()):,} outputs are NaN. While the running maximum is "
@@ -220,6 +221,9 @@ def softmax(kernel) -> None:
         if mm is not None:
             raise CheckFailed(name, f"on [{describe(case)}] {mm.where()}; {mm.example()}. "
                                     + _causes(kind, y, want, cols, tile))
+        # every element in and out through UB, and exponentiated on the vector unit (pass 2 at least)
+        require_work(name, run.profile, case, moved={"GM->UB": x.nbytes, "UB->GM": x.nbytes},
+                     ops={"exp": x.size * 4}, how="the chunks copied in, ns.exp on the vector unit, copied out")
         if cols > tile:
             _check_gm_reads(name, run, x, case)
     passed(name, f"{len(cases)} hidden inputs (maxima in later chunks, very negative rows, -inf, masked chunks and "

@@ -7,8 +7,9 @@ import numpy as np
 from ..errors import NpuSimError
 from ..kernels.matmul import MatmulTiling
 from ..launch import launch
-from ._flow import Skeleton
 from ._core import CheckFailed, call_learner, case_rng, describe, fixed_rng, mismatch, passed, run_kernel
+from ._flow import Skeleton
+from ._work import require_work
 
 __all__ = ["matmul", "matmul_reuse"]
 
@@ -252,6 +253,13 @@ def _cases() -> list[tuple]:
     return out
 
 
+def _require_matmul_work(name: str, profile, a, b, c, case: dict) -> None:
+    """A and B read into L1, every MAC on the Cube, c drained from L0C by fixpipe."""
+    (m, k), n = a.shape, b.shape[1]
+    require_work(name, profile, case, moved={"GM->L1": a.nbytes + b.nbytes, "L0C->GM": c.nbytes}, macs=m * n * k,
+                 how="copy_strips into L1, load_data, ns.mmad, ns.fixpipe")
+
+
 def matmul(kernel) -> None:
     """Lab 03, exercise 1: ``kernel(a, b, c, m, n, k, tiling)`` computes ``c = a @ b`` (fp16 in, fp32 out)
     on hidden shapes, tilings and block counts."""
@@ -265,12 +273,13 @@ def matmul(kernel) -> None:
         c = np.full((m, n), np.nan, np.float32)
         case = {"m": m, "k": k, "n": n, "tiling": f"{tiling.base_m}x{tiling.base_n}x{tiling.base_k}",
                 "buffer_num": tiling.buffer_num, "block_dim": bd}
-        run_kernel(name, kernel, bd, a, b, c, m, n, k, tiling, case=case)
+        run = run_kernel(name, kernel, bd, a, b, c, m, n, k, tiling, case=case)
         want = a.astype(np.float64) @ b.astype(np.float64)
         mm = mismatch(c, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
         if mm is not None:
             raise CheckFailed(name, f"on [{describe(case)}] {mm.where()}; {mm.example()}. "
                                     + _causes(c, a, b, m, n, k, tiling)(mm))
+        _require_matmul_work(name, run.profile, a, b, c, case)
     passed(name, f"{len(cases)} hidden shapes (1x1x1, sizes that are no multiple of 16, K tails, edge tiles, "
                  f"several blocks)")
 
@@ -313,6 +322,7 @@ def matmul_reuse(kernel, tiling) -> None:
                 why += (" With A's strip in L1, a K step's fractals of row block i start at fractal "
                         "i * ceil(k / 16) + kk // 16 of the strip.")
             raise CheckFailed(name, f"on [{describe(case)}] {mm.where()}; {mm.example()}. {why}")
+        _require_matmul_work(name, run.profile, a, b, c, case)
         tiles_m, tiles_n = -(-m // t.base_m), -(-n // t.base_n)
         # whole granules: each 16-row strip row is padded to 32 B in GM reads
         a_once = sum(-(-k * 2 // 32) * 32 * min(16, m - r) for r in range(0, m, 16))

@@ -21,6 +21,7 @@ from ..launch import launch
 from . import _lab04_diagnosis as why
 from ._lab04_hints import HINTS  # noqa: F401  (collected by npusim.checks)
 from ._core import CheckFailed, call_learner, case_rng, compare, describe, fixed_rng, passed, run_kernel
+from ._work import require_work
 from .conv_lab import (SLOTS, BandConv, Im2colConv, ReferenceIm2col, band_conv, band_conv_args, conv2d_float64,
                        im2col_conv, im2col_conv_args)
 
@@ -215,8 +216,12 @@ def nc1hwc0_transform(kernel) -> None:
         case = {"case": feature, "shape (N, C, H, W)": shape, "dtype": np.dtype(dt).name, "C0": c0,
                 "positions per plane": h * w, "padding channels": -c % c0}
         with _adds(name, _ladder(done, feature) if i < len(_TRANSFORM_CASES) else ""):
-            got = run_kernel(name, kernel, 1, x, x5, n, c, h, w, case=case)["x5"]
+            run = run_kernel(name, kernel, 1, x, x5, n, c, h, w, case=case)
+            got = run["x5"]
             compare(name, got, want, case, causes=lambda mm: why.transform(got, want, x, SLOTS))
+            # every element through UB by the kernel's own DMA (the padding channels come from ZeroWriter)
+            require_work(name, run.profile, case, moved={"GM->UB": x.nbytes, "UB->GM": x.nbytes},
+                         how="data_copy_pad GM -> UB and UB -> GM")
         done.append(feature)
     passed(name, f"{len(cases)} hidden tensors (fp16, fp32, int8; C not a multiple of C0; odd H and W; planes of "
                  f"up to {max(s[2] * s[3] for _, s, _ in cases):,} positions, more than one buffer's {SLOTS})")

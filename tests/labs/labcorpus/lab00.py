@@ -36,7 +36,7 @@ WRONG = [
     Wrong("copy-hard-coded-a2", "check-copy-cycles", "other DMA numbers",
           edits=((COPY, "64 + 1 + moved / 64"),), why="a2's constants hard-coded"),
     Wrong("copy-chip-share", "check-copy-cycles", "copy took",
-          edits=((COPY, COPY.replace("gm_rate(1)", "gm_share_bytes_per_cycle_per_core")),),
+          edits=((COPY, COPY.replace("gm_rate(1)", "gm_rate(config.num_cores)")),),
           why="uses the per-core share of a full chip instead of one core's rate"),
     Wrong("copy-wrong-prediction", "check-copy-cycles", "hand prediction",
           edits=(("return 64 + 1 + 1024 / 64", "return 64 + 1 + 1000 / 64"),),

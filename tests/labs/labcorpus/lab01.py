@@ -77,4 +77,15 @@ WRONG = [
     Wrong("output-offset-past-the-end", "check-vector-add", ("starts at byte 32", "offset"),
           edits=(("self.copy(self.z[offset:], z_local, count)", "self.copy(self.z[offset + 16:], z_local, count)"),),
           why="copy_out writes 16 elements on: its start is past the end of a short z (not a 'shorter last tile')"),
+    # --- the work must be issued on the simulator (issue 25 item 3) ---------------------------------------
+    Wrong("host-add", "check-vector-add", ("did not compute it on the simulator", "ns.add"),
+          edits=(("    MyKernelAdd(x[start:], y[start:], z[start:], length, tile, buffer_num).process()",
+                  "    z.buf.flat[start:start + length] = x.buf.flat[start:start + length] + y.buf.flat[start:start + length]"),),
+          why="writes z from numpy on the host: no DMA, no vector add"),
+    Wrong("host-add-one-copy", "check-block-range", ("did not compute it on the simulator", "ns.add"),
+          edits=(("my_block_range(total, x.dtype.itemsize, ns.get_block_idx(), ns.get_block_num())\n    MyKernelAdd(x[start:], y[start:], z[start:], length, tile, buffer_num).process()",
+                  "my_block_range(total, x.dtype.itemsize, ns.get_block_idx(), ns.get_block_num())\n    MyKernelAdd(x[start:], y[start:], z[start:], min(length, 16), tile, buffer_num)"
+                  ".process()\n    z.buf.flat[start:start + length] = x.buf.flat[start:start + length] + "
+                  "y.buf.flat[start:start + length]"),),
+          why="one real tile per block, the rest from numpy on the host"),
 ]

@@ -83,4 +83,17 @@ WRONG += [
     Wrong("tile-constant-that-fits-fp32", "check-softmax-tile", ("16 elements longer than your tile", "a longer tile is faster"),
           cells={"02_sof-choose": "def choose_tile(cols, dtype):\n    return min(9728, -(-cols // 16) * 16)\n"},
           why="fp32's largest tile for both dtypes: fits everywhere, an extra chunk on rows just longer than it"),
+    Wrong("host-softmax", "check-softmax", ("did not compute it on the simulator", "ns.exp"),
+          cells={"02_sof-b1d57811": __import__("labcorpus.harness", fromlist=["notebook"]).notebook("02_softmax")[
+              "02_sof-b1d57811"] + """
+
+class MySoftmax(MySoftmax):
+    def process_row(self, base: int) -> None:
+        row = self.x.buf.flat[base:base + self.cols].astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            e = np.exp(row - row.max())
+            self.y.buf.flat[base:base + self.cols] = e / e.sum()
+        self.load(base, 0, min(self.cols, self.tile))   # one dummy chunk through UB
+"""},
+          why="the softmax in numpy on the host, one dummy load"),
 ]

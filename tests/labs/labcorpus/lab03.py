@@ -57,4 +57,13 @@ WRONG = [
           edits=(("for tile in range(ns.get_block_idx(), tiles_m * tiles_n, ns.get_block_num()):",
                   "for tile in range(tiles_m * tiles_n):"),),
           why="every block computes every output tile (not a reduction: 'one partial result per block' is wrong)"),
+    Wrong("host-matmul", "check-matmul", ("did not compute it on the simulator", "ns.mmad"),
+          edits=(("    tiles_m, tiles_n = -(-m // t.base_m), -(-n // t.base_n)\n    for tile in range(ns.get_block_idx()",
+                  "    if ns.get_block_idx() == 0:\n"
+                  "        c.buf.flat[:] = (a.buf.flat.reshape(m, k).astype(np.float64)\n"
+                  "                         @ b.buf.flat.reshape(k, n).astype(np.float64)).ravel()\n"
+                  "    tiles_m, tiles_n = -(-m // t.base_m), -(-n // t.base_n)\n    for tile in range(0 * ns.get_block_idx()"),
+                 ("ns.fixpipe(c[i0 * n + j0:], c_l0, ns.FixpipeParams(tm, tn, dst_stride=n))", "pass"),
+                 ("for kk in range(0, k, t.base_k):", "for kk in range(0, 0, t.base_k):")),
+          why="c from numpy on the host; the tile loop issues nothing of the product"),
 ]

@@ -151,4 +151,8 @@ WRONG = [
     Wrong("k-extension-too-large", IMG2COL, ("k_start + k_extension", "not more"),
           edits=(("k_extension=tile.k,", "k_extension=tile.k + g.c0,"),),
           why="one C0 of columns more than the K step: not a buffer to enlarge"),
+    Wrong("host-transform", TRANSFORM, ("did not compute it on the simulator", "data_copy_pad"),
+          edits=(("    for b in range(n):\n", "    x5.buf.flat[:] = formats.nchw_to_nc1hwc0(x.buf.flat.reshape(n, c, h, w)).ravel()\n"
+                                           "    for b in range(0):\n"),),
+          why="x5 written from numpy on the host: no DMA at all"),
 ]
