@@ -11,6 +11,7 @@ from ..kernels import mixed_precision as mp
 from ..precision import default_floor
 from ..precision import double_thousandth as _double_thousandth
 from ._core import CheckFailed, call_learner, case_rng, describe, fixed_rng, passed
+from ._flow import Skeleton
 
 __all__ = ["accuracy_bar", "fp16_layer"]
 
@@ -18,33 +19,46 @@ HINTS = {
     "accuracy-bar": (
         "Section 4 is the whole specification: one error per element, then a count. Work in float64, and "
         "handle the special values before you divide: they are the rules that break a naive formula.",
-        "Start every element's error at inf. Where both a and e are finite, the error is |a - e| / max(|e|, "
-        "floor). Where e is NaN and a is NaN too, or e is an infinity and a the same one, the error is 0. The "
-        "fraction is the number of errors strictly above 1e-3 divided by the number of elements; the layer "
-        "passes when that fraction is at most 1e-3. An empty array passes with (True, 0.0, 0.0).",
-        "a, e = np.asarray(actual, np.float64), np.asarray(expected, np.float64)\n"
-        "err = np.full(a.shape, np.inf); both = np.isfinite(a) & np.isfinite(e)\n"
-        "err[both] = np.abs(a[both] - e[both]) / np.maximum(np.abs(e[both]), floor)\n"
-        "err[np.isnan(e) & np.isnan(a)] = 0.0; err[np.isinf(e) & (a == e)] = ___\n"
-        "fraction = np.count_nonzero(err ___ 1e-3) / err.size\n"
-        "return fraction ___ 1e-3, fraction, float(err.max())",
+        "Give every element an error that stays inf unless a rule says otherwise; compute the formula only "
+        "where it means something; then set to 0 the errors of the special values that agree. Only then "
+        "count: the share of elements above the bar, and the verdict on that share (mind which comparisons "
+        "are strict: the text says what 'at the bar' means). An empty array passes.",
+        Skeleton(
+            "def my_double_thousandth(actual, expected, floor):\n"
+            "    a = np.asarray(actual, dtype=np.float64)\n"
+            "    e = np.asarray(expected, dtype=np.float64)\n"
+            "    err = np.full(a.shape, np.inf)\n"
+            "    both = ___                       # where the formula means something\n"
+            "    err[both] = np.abs(a[both] - e[both]) / ___\n"
+            "    err[___] = 0.0                   # both NaN: they agree\n"
+            "    err[___] = 0.0                   # the same infinity\n"
+            "    if err.size == 0:\n"
+            "        return True, 0.0, 0.0\n"
+            "    fraction = ___\n"
+            "    return bool(fraction <= 1e-3), float(fraction), float(err.max())\n",
+            call="check.accuracy_bar(my_double_thousandth)",
+            setup="import numpy as np\nfrom npusim import checks as check"),
     ),
     "fp16-layer": (
         "Two things can push a layer off the bar (section 2 and section 5): what the accumulator does with a "
         "long K, and values that leave fp16's range. The Cube's output must be fp16: any scaling happens "
         "before the Cube, and must not cost bits of the inputs.",
-        "Call conv with an fp32 accumulator and an fp16 output. If the output holds inf, the layer's values do "
-        "not fit fp16: divide the input by a power of two and run it again, doubling the divisor until the "
-        "output is finite; return the fp16 output and the divisor. A power of two divides exactly only while "
-        "the result stays a normal number (above 6.1e-5): so take the smallest divisor that works, and none "
-        "when the output already fits.",
-        "scale = 1.0\n"
-        "while True:\n"
-        "    xs = (x16.astype(np.float32) / scale).astype(np.float16)\n"
-        "    y16 = conv(xs, w16, acc_dtype=___, out_dtype=np.float16).output\n"
-        "    if np.isfinite(y16).all():\n"
-        "        return y16, scale\n"
-        "    scale *= ___",
+        "Choose the accumulator that keeps only the output's rounding. Then deal with range: run the layer, "
+        "look at what came out, and if it does not fit fp16, make the input smaller by a factor that costs "
+        "no bits and try again; return the output with the factor you used. Which factors cost no bits, and "
+        "why should the factor be as small as possible (section 5's gain-0.25 stack)?",
+        Skeleton(
+            "def fp16_layer(x16, w16, conv):\n"
+            "    scale = 1.0\n"
+            "    for _ in range(64):\n"
+            "        xs = (x16.astype(np.float32) / scale).astype(np.float16)\n"
+            "        y16 = conv(xs, w16, acc_dtype=___, out_dtype=np.float16).output\n"
+            "        if ___:                       # the output fits fp16\n"
+            "            return y16, scale\n"
+            "        scale = ___                   # the next divisor: exact, and as small as possible\n"
+            "    raise ValueError('no power of two makes this layer fit fp16')\n",
+            call="check.fp16_layer(fp16_layer)",
+            setup="import numpy as np\nfrom npusim import checks as check"),
     ),
 }
 

@@ -7,25 +7,40 @@ import numpy as np
 
 from ..kernels import loss_scaling as ls
 from ._core import CheckFailed, call_learner, case_rng, fixed_rng, hidden_seed, passed
+from ._flow import Skeleton
 
 __all__ = ["loss_scaler"]
 
 HINTS = {
     "loss-scaler": (
-        "Section 5's rule, as PyTorch's GradScaler applies it after every backward pass: look for inf or NaN "
-        "anywhere in this step's gradients; skip and back off, or unscale, apply and maybe grow. The "
-        "gradients you return are fp32 (the master weights are).",
-        "In step: if any array of grads16 holds an inf or a NaN (np.isfinite), halve self.scale, reset the "
-        "count of clean steps and return None. Otherwise convert every array to float32, divide it by "
-        "self.scale (the scale these gradients were computed with), count one more clean step, and when the "
-        "count reaches growth_interval double self.scale and start counting again; return the list.",
-        "__init__: self.clean = 0\n"
-        "step:     if not all(np.isfinite(g).all() for g in grads16):\n"
-        "              self.scale /= 2; self.clean = ___; return None\n"
-        "          out = [g.astype(np.float32) / np.float32(self.scale) for g in grads16]\n"
-        "          self.clean += 1\n"
-        "          if self.clean == self.growth_interval: self.scale *= ___; self.clean = ___\n"
-        "          return out",
+        "Section 6's rule, as PyTorch's GradScaler applies it after every backward pass: look at this step's "
+        "gradients; skip and back off, or unscale, apply and maybe grow. The gradients you return are fp32 "
+        "(the master weights are).",
+        "step has two branches. A step whose gradients cannot be used (which values make a gradient unusable, "
+        "and in how many of the parameters must you look?) is skipped: the scale backs off. Otherwise the "
+        "gradients are unscaled in float32 (by which scale: the one they were computed with, or the next?), "
+        "and the step counts as clean; after growth_interval clean steps in a row the scale grows. The "
+        "scaler has to remember something between steps for that.",
+        Skeleton(
+            "class MyLossScaler:\n"
+            "    def __init__(self, scale=2.0 ** 16, growth_interval=2000):\n"
+            "        self.scale = float(scale)\n"
+            "        self.growth_interval = growth_interval\n"
+            "        self.clean_steps = 0\n"
+            "\n"
+            "    def step(self, grads16):\n"
+            "        if ___:                        # this step's gradients cannot be used\n"
+            "            self.scale /= 2\n"
+            "            self.clean_steps = ___\n"
+            "            return None\n"
+            "        grads = [___ for g in grads16]\n"
+            "        self.clean_steps += 1\n"
+            "        if ___:\n"
+            "            self.scale *= 2\n"
+            "            self.clean_steps = 0\n"
+            "        return grads\n",
+            call="check.loss_scaler(MyLossScaler)",
+            setup="import numpy as np\nfrom npusim import checks as check"),
     ),
 }
 

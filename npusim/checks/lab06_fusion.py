@@ -11,6 +11,7 @@ from ..errors import NpuSimError
 from ..kernels import fusion_lab as fl
 from ..pipes import Pipe
 from ._core import CheckFailed, as_int, call_learner, case_rng, describe, passed
+from ._flow import Skeleton
 
 __all__ = ["round_trip_bytes", "fused_block"]
 
@@ -18,27 +19,40 @@ HINTS = {
     "round-trip-bytes": (
         "Section 1's table: which launch touches y, and how many times does each output element cross the "
         "GM port because the ReLU is a kernel of its own?",
-        "First the output's size: Ho and Wo from H, W, the kernel size, the stride and the padding (the "
-        "formula of torch.nn.Conv2d); then the elements N x Cout x Ho x Wo. The ReLU kernel reads each one "
-        "and writes it back, itemsize bytes each way.",
-        "ho = (h + 2 * padding - kh) // stride + 1   (and wo the same way)\n"
-        "return 2 * n * cout * ho * wo * itemsize   as an int",
+        "First the output's size: its height and width follow from the input's, the kernel's, the stride and "
+        "the padding (the formula torch.nn.Conv2d documents); then the number of output elements, over the "
+        "whole batch and every output channel. Then: how many times does the ReLU kernel move each of them, "
+        "and how many bytes is one?",
+        Skeleton(
+            "def round_trip_bytes(x_shape, w_shape, stride, padding, itemsize):\n"
+            "    n, _, h, wd = x_shape\n"
+            "    cout, _, kh, kw = w_shape\n"
+            "    ho = ___\n"
+            "    wo = ___\n"
+            "    return ___ * n * cout * ho * wo\n",
+            call="check.round_trip_bytes(round_trip_bytes)"),
     ),
     "fused-block": (
         "Three things cost time in the fused kernel: an Mmad pays a start-up whatever its size, every weight "
         "tile is loaded into L0B once per tile of positions, every im2col tile into L0A once per block of "
         "output channels. The largest block the four memories of section 4 hold twice pays each as rarely "
         "as possible.",
-        "Take the output channels first: all of them (rounded up to 16), so that one im2col tile serves "
-        "them all. Then positions: as many as two accumulators of m x n fp32 leave room for in L0C (and, "
-        "on classic, the drain's m x n x 10 B in UB), no more than a band has (fl.band_rows(g, cfg) rows of "
-        "g.wo), and about 256 at most, in multiples of 16. Last K: as many columns as L0A (2 x m x k x 2 B) "
-        "and L0B (2 x k x n x 2 B) hold with that m and n, a multiple of 16, no more than K = C1 x Kh x Kw x C0.",
-        "n = round_up(g.cout, 16)\n"
-        "room = cfg.l0c_bytes // (2 * n * 4)        # on classic also: min(room, cfg.ub_bytes // (n * ___))\n"
-        "m = min(room, 256, round_up(fl.band_rows(g, cfg) * g.wo, 16)) // 16 * 16\n"
-        "k = min(cfg.l0a_bytes // (2 * m * 2), cfg.l0b_bytes // (2 * ___ * 2)) // 16 * 16\n"
-        "return m, n, min(k, round_up(g.c1 * g.kk * g.c0, 16))",
+        "Decide n first (how many output channels should one im2col tile serve?), then m (what limits the "
+        "positions of a tile: the accumulators in L0C, on classic also the drain in UB, and what a band "
+        "holds), then k with that m and n (L0A and L0B hold two of their tiles each; K itself is finite). "
+        "Every size a multiple of 16. Section 4's table gives each buffer's bytes.",
+        Skeleton(
+            "def fused_block(g, cfg):\n"
+            "    n = round_up(___, 16)\n"
+            "    room = cfg.l0c_bytes // (___)          # positions: two fp32 accumulators of n channels\n"
+            "    if not cfg.has_fixpipe:\n"
+            "        room = min(room, cfg.ub_bytes // (n * 10))\n"
+            "    m = min(room, 256, round_up(___, 16)) // 16 * 16\n"
+            "    k = min(cfg.l0a_bytes // (___), cfg.l0b_bytes // (___)) // 16 * 16\n"
+            "    return m, n, min(k, round_up(g.c1 * g.kk * g.c0, 16))\n",
+            call="check.fused_block(fused_block)",
+            setup="import npusim as ns\nfrom npusim import checks as check\nfrom npusim.conv.common import "
+                  "round_up\nfrom npusim.kernels import fusion_lab as fl"),
     ),
 }
 

@@ -10,6 +10,7 @@ from ..kernels import fusion_lab as fl
 from ..pipes import Pipe
 from ..tracebacks import innermost_learner_site
 from ._core import CheckFailed, Mismatch, call_learner, compare, describe, passed
+from ._flow import Skeleton
 from .lab06_fusion import _layer, _random_layers, _words
 
 __all__ = ["fused_pipeline"]
@@ -20,26 +21,57 @@ HINTS = {
         "(data ready), free_tensor/alloc_tensor the consumer's set_flag and the producer's wait_flag "
         "(buffer free). Section 5's ReLU kernel shows the pattern for two buffers; your kernel has four "
         "(band, L0A/L0B, L0C, and on classic UB), and the classic epilogue is a cast and a ReLU.",
-        "epilogue: cast acc into dst (CAST_RINT), then ReLU on dst, in fp16. process: before the loop set "
-        "every 'free' flag (MTE1_MTE2, M_MTE1, the L0C one, MTE3_V on classic) for ids 0 and 1. Each band "
-        "takes band buffer b = its number % 2: wait free, load_band, set and wait ready (MTE2_MTE1). Each "
-        "tile takes accumulator c = tile count % 2 and waits for it to be free; each step takes L0 buffer "
-        "s = step count % 2: wait M_MTE1, load_step, set/wait MTE1_M, mmad, set M_MTE1. Then the drain: A2 "
-        "M_FIX then fixpipe_out, then FIX_M; classic M_V, (MTE3_V) drain_to_ub, V_MTE3, write_out, MTE3_V, "
-        "then V_M. After the band's tiles set MTE1_MTE2; after the loop wait for every 'free' flag once per id.",
-        "for i in (0, 1): for ev in frees: ns.set_flag(ev, i)\n"
-        "for nb, band in enumerate(self.bands()):\n"
-        "    b = nb % 2; ns.wait_flag(E.MTE1_MTE2, b); self.load_band(b, band); ns.set_flag(E.MTE2_MTE1, b); "
-        "ns.wait_flag(E.MTE2_MTE1, b)\n"
-        "    for tile in self.tiles(band):\n"
-        "        c = ___ % 2; ns.wait_flag(free, c)\n"
-        "        for step in self.steps(band):\n"
-        "            s = ___ % 2; ns.wait_flag(E.M_MTE1, s); self.load_step(s, b, band, tile, step); "
-        "ns.set_flag(E.MTE1_M, s); ns.wait_flag(E.MTE1_M, s); self.mmad(c, s, tile, step); ns.set_flag(___, s)\n"
-        "        ns.set_flag(ready, c); ns.wait_flag(ready, c); <drain: fixpipe_out, or drain_to_ub + write_out "
-        "with V_MTE3 / MTE3_V>; ns.set_flag(free, c)\n"
-        "    ns.set_flag(___, b)\n"
-        "for i in (0, 1): for ev in frees: ns.wait_flag(ev, i)",
+        "Walk the loops band -> tile -> step. Before each stage writes a buffer it waits for that buffer's "
+        "'free' flag; after it writes, it sets 'ready', and the reader waits for 'ready' before it reads; "
+        "after the reader is done, it sets 'free'. Each buffer pair alternates ids 0 and 1, counted per band, "
+        "per tile and per step (not per loop of the inner level). Every 'free' flag starts set, and every "
+        "flag set must be waited for once before the kernel ends. The epilogue: which order of cast and ReLU "
+        "costs the vector pipe less?",
+        Skeleton(
+            "class MyFusedConvRelu(fl.FusedStages):\n"
+            "    def epilogue(self, dst, acc, count):\n"
+            "        ___                                # cast acc into dst, then the ReLU\n"
+            "\n"
+            "    def process(self):\n"
+            "        ready, free = (E.M_FIX, E.FIX_M) if self.fixpipe else (E.M_V, E.V_M)\n"
+            "        frees = [___] + ([] if self.fixpipe else [E.MTE3_V])   # every 'free' flag of the table\n"
+            "        for i in (0, 1):\n"
+            "            for ev in frees:\n"
+            "                ns.set_flag(ev, i)\n"
+            "        n_steps = n_tiles = 0\n"
+            "        for nb, band in enumerate(self.bands()):\n"
+            "            b = nb % 2\n"
+            "            ns.wait_flag(___, b)\n"
+            "            self.load_band(b, band)\n"
+            "            ns.set_flag(E.MTE2_MTE1, b)\n"
+            "            ns.wait_flag(E.MTE2_MTE1, b)\n"
+            "            for tile in self.tiles(band):\n"
+            "                c = n_tiles % 2\n"
+            "                ns.wait_flag(free, c)\n"
+            "                for step in self.steps(band):\n"
+            "                    s = n_steps % 2\n"
+            "                    ns.wait_flag(___, s)\n"
+            "                    self.load_step(s, b, band, tile, step)\n"
+            "                    ns.set_flag(___, s)\n"
+            "                    ns.wait_flag(___, s)\n"
+            "                    self.mmad(c, s, tile, step)\n"
+            "                    ns.set_flag(___, s)\n"
+            "                    n_steps += 1\n"
+            "                ns.set_flag(ready, c)\n"
+            "                ns.wait_flag(ready, c)\n"
+            "                if self.fixpipe:\n"
+            "                    self.fixpipe_out(c, band, tile)\n"
+            "                else:\n"
+            "                    ___                    # drain_to_ub, then write_out, ordered by UB's flag pair\n"
+            "                ns.set_flag(free, c)\n"
+            "                n_tiles += 1\n"
+            "            ns.set_flag(___, b)\n"
+            "        for i in (0, 1):\n"
+            "            for ev in frees:\n"
+            "                ns.wait_flag(ev, i)\n",
+            call="check.fused_pipeline(MyFusedConvRelu)",
+            setup="import npusim as ns\nfrom npusim import checks as check\nfrom npusim.kernels import "
+                  "fusion_lab as fl\nE = ns.HardEvent"),
     ),
 }
 

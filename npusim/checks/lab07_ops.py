@@ -13,49 +13,73 @@ from ..ops import OpDef, OpError, call, register
 from ..ops.runtime import REGISTRY, get_workspace_size
 from . import qmatmul as Q
 from ._core import CheckFailed, NotFinished, call_learner, case_rng, describe, fixed_rng, passed
+from ._flow import Skeleton
 
 __all__ = ["qmatmul_opdef", "qmatmul_inference", "int8_accuracy"]
+
+_SETUP = ("import numpy as np\nimport npusim as ns\nfrom npusim import checks as check\nfrom npusim import ops\n"
+          "from npusim.checks import qmatmul\nfrom npusim.kernels.matmul import MatmulTiling")
+"""What a lab 07 skeleton needs outside the notebook: the lab's imports."""
 
 HINTS = {
     "qmatmul-opdef": (
         "Section 2 declares the add operator: one .input(...) per input, one .output(...), one .attr(...). "
         "The table of section 3 is the same information for qmatmul. Mind what makes a dtype combination.",
         "Three inputs in the order x, w, scale, one output y, one attribute relu. Each tensor gets a list of "
-        "dtypes, one per combination, and a list of formats of the same length; the i-th entries of all the "
-        "lists together are combination i. scale is absent in the float16 combination, so it must be "
-        "optional (it still needs a dtype entry for every combination). relu is a bool, False unless set.",
-        "op.input('x', ['float16', 'int8'], ['ND', 'ND'])\n"
-        "op.input('w', [___, ___], [___, ___])\n"
-        "op.input('scale', [___, ___], [___, ___], optional=___)\n"
-        "op.output('y', [___, ___], [___, ___])      # what the Cube gives for fp16, what Fixpipe writes for int8\n"
-        "op.attr('relu', ___, ___)",
+        "dtypes and a list of formats, one entry per combination: how do the lists of different tensors line "
+        "up into combinations? What does a tensor that one combination never has still need, and how do you "
+        "say that it may be absent?",
+        Skeleton(
+            "def declare_qmatmul(name='qmatmul'):\n"
+            "    op = ops.OpDef(name, qmatmul.DOC)\n"
+            "    op.input('x', ['float16', 'int8'], ['ND', 'ND'])\n"
+            "    op.input('w', ___, ['ND', 'ND'])\n"
+            "    op.input('scale', ___, ['ND', 'ND'], optional=___)\n"
+            "    op.output('y', ___, ['ND', 'ND'])      # what the Cube gives for fp16, what Fixpipe writes for int8\n"
+            "    op.attr('relu', bool, False, doc='ReLU on the result, applied in the Fixpipe')\n"
+            "    return op\n",
+            call="check.qmatmul_opdef(declare_qmatmul)", setup=_SETUP),
     ),
     "qmatmul-infer": (
         "Inference runs before anything is launched: it is the operator's last chance to refuse a call the "
         "kernels cannot run, with a message that says which argument to change. Go through the table of "
         "section 3 and the kernels of section 4: what must hold for x, w, scale, relu and the hardware?",
-        "shape: x and w are 2-D; x's columns equal w's rows; int8 needs scale and float16 must not have one; "
-        "scale holds 1 or n values; int8 and relu need ctx.config.has_fixpipe. Each refusal is "
-        "ctx.fail('...') naming the argument and the sizes involved. Then return [(m, n)]. dtype: float32 "
-        "for float16 inputs, float16 for int8 (ctx.input_dtypes[0]).",
-        "x, w, scale = ctx.input_shapes\n"
-        "if len(x) != 2: ctx.fail(f'x must be 2-D (m, k), got shape {x}')\n"
-        "if x[1] != w[0]: ctx.fail(f'x has k={x[1]} columns but w has {w[0]} rows')\n"
-        "int8 = ctx.input_dtypes[0] == np.int8\n"
-        "if int8 and scale is None: ctx.fail(___)\n"
-        "...\n"
-        "return [(x[0], w[1])]",
+        "Check the shapes before you use them (ranks first), then how x and w fit together, then what each "
+        "combination needs of scale (present or absent, and how many values), then what the hardware must "
+        "have for int8 and for relu. Refuse each with ctx.fail('...') naming the argument and the sizes. The "
+        "output dtype follows from the combination (section 3's table).",
+        Skeleton(
+            "def qmatmul_shape(ctx):\n"
+            "    x, w, scale = ctx.input_shapes\n"
+            "    if len(x) != 2:\n"
+            "        ctx.fail(f'x must be 2-D (m, k), got shape {x}')\n"
+            "    if len(w) != 2:\n"
+            "        ctx.fail(f'w must be 2-D (k, n), got shape {w}')\n"
+            "    if ___:\n"
+            "        ctx.fail(f'x is {x} and w is {w}: x has k={x[1]} columns but w has {w[0]} rows')\n"
+            "    int8 = ctx.input_dtypes[0] == np.int8\n"
+            "    ___          # refuse: int8 without scale, float16 with one, a scale of neither 1 nor n values,\n"
+            "                 # int8 or relu on a core without a Fixpipe; each message names the argument\n"
+            "    return [___]\n"
+            "\n"
+            "\n"
+            "def qmatmul_dtype(ctx):\n"
+            "    return [np.dtype(np.float16 if ___ else np.float32)]\n",
+            call="check.qmatmul_inference(qmatmul_shape, qmatmul_dtype)", setup=_SETUP),
     ),
     "int8-accuracy": (
         "Section 7 showed what one scale for the whole matrix costs the columns with small weights. Give each "
         "column its own scale, and map each weight to the int8 level nearest to it.",
-        "s[j] = the largest |w[:, j]| divided by 127, so that it maps to 127; q = w / s rounded to the nearest "
-        "integer, clipped to [-127, 127], as int8. A column of zeros has max 0: give it any positive scale. "
-        "Return (q, s) with s as float32.",
-        "s = np.abs(w).max(axis=___) / 127\n"
-        "s = np.where(s == 0, 1.0, s)\n"
-        "q = np.clip(np.___(w / s), -127, 127).astype(np.int8)\n"
-        "return q, s.astype(np.float32)",
+        "One scale per output column, chosen so that the column's largest magnitude lands on the largest "
+        "level int8 symmetric quantisation uses; each weight becomes the level nearest to w / s (not the one "
+        "toward zero), kept inside that range. What scale does a column of zeros get?",
+        Skeleton(
+            "def quantize_per_channel(w):\n"
+            "    s = ___                          # one scale per column of w\n"
+            "    s = np.where(s == 0, 1.0, s)\n"
+            "    q = ___                          # the nearest int8 level of w / s, within the range\n"
+            "    return q.astype(np.int8), s.astype(np.float32)\n",
+            call="check.int8_accuracy(quantize_per_channel)", setup=_SETUP),
     ),
 }
 

@@ -16,7 +16,8 @@ from ..ops import InferContext, TilingCache, TilingData, register
 from ..ops.runtime import REGISTRY, execute, get_workspace_size
 from . import qmatmul as Q
 from ._core import CheckFailed, call_learner, case_rng, describe, fixed_rng, mismatch, passed
-from .lab07_ops import _SMALL_L0, _public
+from ._flow import Skeleton
+from .lab07_ops import _SETUP, _SMALL_L0, _public
 
 _FEWER_CORES = a2.replace(name="a2-8core", num_cores=8)
 
@@ -27,33 +28,47 @@ HINTS = {
         "A tiling function decides, for one call, what the kernel cannot: how many cores, which kernel, which "
         "block sizes. The best block sizes depend on the shape, so do not fix them: let the cost model rate "
         "the legal candidates for this call (section 5 shows predict_cycles at work).",
-        "Try base_m and base_n from 16 to 256 and base_k from 16 (32 for int8: K0) to 256, with 1 or 2 "
-        "buffers. Skip a candidate whose buffers do not fit this core (blocks.check(ctx.config, dtype, "
-        "'float32') raises CapacityError). Its block_dim is the number of output tiles, at most "
-        "ctx.config.num_cores. Keep the candidate predict_cycles rates fastest. tiling_key is 1 for int8, "
-        "0 for float16; the fields are the blocks and relu (from ctx.attrs).",
-        "(m, k), (_, n) = ctx.input_shapes[0], ctx.input_shapes[1]\n"
-        "dt = ctx.input_dtypes[0].name\n"
-        "best = None\n"
-        "for bm in (16, 32, 64, 128, 256):\n"
-        "    for bn in ...:  for bk in ...:  for bufs in (1, 2):\n"
-        "        blocks = MatmulTiling(bm, bn, bk, bufs)\n"
-        "        try: blocks.check(ctx.config, dt, 'float32')\n"
-        "        except ns.CapacityError: continue\n"
-        "        block_dim = min(ctx.config.num_cores, ___)\n"
-        "        cycles = qmatmul.predict_cycles(blocks, m, n, k, dt, ctx.config, block_dim)\n"
-        "        if best is None or cycles < best[0]: best = (cycles, blocks, block_dim)\n"
-        "return ops.TilingData(block_dim=___, tiling_key=___, fields={'blocks': ___, 'relu': ___})",
+        "Search: for every candidate MatmulTiling (base sizes in multiples of 16 up to 256, the int8 kernel's "
+        "K0 in mind, 1 or 2 buffers), skip it if its buffers do not fit this core, give it the number of "
+        "cores it can really use, and keep the one predict_cycles rates fastest. How many cores can a tiling "
+        "use, at most? Then return the TilingData section 5 describes.",
+        Skeleton(
+            "def qmatmul_tiling(ctx):\n"
+            "    (m, k), (_, n) = ctx.input_shapes[0], ctx.input_shapes[1]\n"
+            "    dt, cfg = ctx.input_dtypes[0].name, ctx.config\n"
+            "    k_steps = (32, 64, 128, 256) if dt == 'int8' else (16, 32, 64, 128, 256)\n"
+            "    best = None\n"
+            "    for bm in (16, 32, 64, 128, 256):\n"
+            "        for bn in (16, 32, 64, 128, 256):\n"
+            "            for bk in k_steps:\n"
+            "                for bufs in (1, 2):\n"
+            "                    blocks = MatmulTiling(bm, bn, bk, bufs)\n"
+            "                    try:\n"
+            "                        ___              # raises ns.CapacityError when the buffers do not fit\n"
+            "                    except ns.CapacityError:\n"
+            "                        continue\n"
+            "                    block_dim = ___\n"
+            "                    cycles = ___\n"
+            "                    if best is None or cycles < best[0]:\n"
+            "                        best = (cycles, blocks, block_dim)\n"
+            "    _, blocks, block_dim = best\n"
+            "    return ops.TilingData(block_dim=block_dim, tiling_key=int(dt == 'int8'),\n"
+            "                          fields={'blocks': blocks, 'relu': ctx.attrs['relu']})\n",
+            call="check.qmatmul_tiling(qmatmul_tiling)", setup=_SETUP),
     ),
     "tiling-cache": (
         "Two calls may share a cache entry exactly when the tiling function gives them the same tiling. "
         "What does qmatmul's tiling depend on, and what only looks different between two calls of the stream?",
-        "Everything in the TilingData must be the same for two calls with the same key: the kernel variant "
-        "(dtype), relu, the hardware (ctx.config.key), n and k. m only matters through the number of 16-row "
-        "fractals it fills (section 6's printout: every m from 17 to 32 gets the same tiling). Return a tuple.",
-        "(m, k), (_, n) = ctx.input_shapes[0], ctx.input_shapes[1]\n"
-        "return (ctx.op, ___ m rounded up to whole 16-row fractals ___, n, k, ctx.input_dtypes[0].name, "
-        "ctx.attrs['relu'], ___)",
+        "Go through what the TilingData holds (the kernel variant, relu, blocks legal on this hardware, the "
+        "number of cores) and ask of each which property of the call decides it. Everything but m must be "
+        "in the key as it is; m only through what the kernels really compute on (section 6's printout). "
+        "Return something hashable.",
+        Skeleton(
+            "class ShapeBucketCache(ops.TilingCache):\n"
+            "    def key(self, ctx):\n"
+            "        (m, k), (_, n) = ctx.input_shapes[0], ctx.input_shapes[1]\n"
+            "        return ctx.op, ___, ___       # m as the kernels see it; then everything else the tiling reads\n",
+            call="check.tiling_cache(ShapeBucketCache)", setup=_SETUP),
     ),
 }
 

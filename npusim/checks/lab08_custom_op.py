@@ -15,7 +15,8 @@ import numpy as np
 
 from ..tracebacks import innermost_learner_site, is_unfinished
 from ._core import CheckFailed, NotFinished, call_learner, case_rng, compare, describe, fixed_rng, passed
-from .lab08_torch import _torch, simulated_macs
+from ._flow import Skeleton
+from .lab08_torch import _SETUP, _torch, simulated_macs
 
 __all__ = ["custom_op", "verify_op"]
 
@@ -23,36 +24,69 @@ HINTS = {
     "custom-op": (
         "Section 2 shows the adapter's own operator in its three parts; matmul16 has the same three, plus "
         "the rule that autograd can only free what it was handed. What must each part do, and in which dtype?",
-        "forward: cast a and b to float16, sim.matmul on their numpy arrays, return a float32 tensor. fake: "
-        "refuse mismatched inner sizes (torch._check), return an empty float32 tensor of shape (m, n). "
-        "setup_context: ctx.save_for_backward of the float16 copies, nothing as a ctx attribute. backward: "
-        "ctx.saved_tensors, then dA = dC @ B^T and dB = A^T @ dC computed with matmul16 itself (so that the "
-        "backward is made of operators too, traceable by opcheck and torch.compile).",
-        "forward:  return torch.from_numpy(sim.matmul(a.detach().half().numpy(), ___)).float()\n"
-        "fake:     torch._check(a.shape[1] == b.shape[0], lambda: '...')\n"
-        "          return a.new_empty((___, ___), dtype=torch.float32)\n"
-        "setup:    a, b = inputs;  ctx.save_for_backward(___, ___)\n"
-        "backward: a16, b16 = ctx.saved_tensors;  return matmul16(grad, ___), matmul16(___, grad)",
+        "forward: the product on the simulator in float16, returned as float32. fake: no computing, only the "
+        "output's shape and dtype, refusing what the real one refuses. setup_context: keep what backward "
+        "needs where autograd can free it (which copies: the inputs, or what the forward multiplied?). "
+        "backward: the two gradients of exercise 1, built from operators (which one?) so that opcheck and "
+        "torch.compile can trace them.",
+        Skeleton(
+            "NS = nt.fresh_namespace()\n"
+            "\n"
+            "\n"
+            "@torch.library.custom_op(f'{NS}::matmul16', mutates_args=())\n"
+            "def matmul16(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:\n"
+            "    return torch.from_numpy(sim.matmul(___, ___)).float()\n"
+            "\n"
+            "\n"
+            "@matmul16.register_fake\n"
+            "def _(a, b):\n"
+            "    torch._check(a.shape[1] == b.shape[0], lambda: f'matmul16: inner sizes differ: a is {tuple(a.shape)}, '\n"
+            "                                                   f'b is {tuple(b.shape)}')\n"
+            "    return a.new_empty(___, dtype=torch.float32)\n"
+            "\n"
+            "\n"
+            "def setup_context(ctx, inputs, output):\n"
+            "    a, b = inputs\n"
+            "    ___\n"
+            "\n"
+            "\n"
+            "def backward(ctx, grad):\n"
+            "    a16, b16 = ctx.saved_tensors\n"
+            "    return ___, ___\n"
+            "\n"
+            "\n"
+            "matmul16.register_autograd(backward, setup_context=setup_context)\n",
+            call="check.custom_op(matmul16)", setup=_SETUP),
     ),
     "verify-op": (
         "Each property has its tool: gradcheck for the backward's formula, opcheck for the registration and "
         "the fake implementation, and two small experiments of your own for accumulation and for what stays "
         "alive. Section 5 derived tolerances for float32; redo the reasoning for float16.",
-        "gradcheck(op, (a, b)) on float64 inputs with requires_grad: the op rounds them to fp16 (2^-11 "
-        "relative) but is linear in each input, so a large eps (0.1 to 1) costs no accuracy and atol = rtol "
-        "= 1e-2 still catch a wrong formula. opcheck(op, (a, b)). Two losses: take each loss's gradient "
-        "alone (torch.autograd.grad), then run both forwards, then both backwards, and compare a.grad with "
-        "the sum. Leaks: in an nt.SavedTensorMeter, the forward must hold tensors and the backward release "
-        "them all. Raise (assert) when a property fails.",
-        "torch.autograd.gradcheck(op, (a64, b64), eps=___, atol=___, rtol=___)\n"
-        "torch.library.opcheck(op, (a, b1))\n"
-        "one_by_one = torch.autograd.grad((op(a, b1) * w1).sum(), a)[0] + torch.autograd.grad(___, a)[0]\n"
-        "l1, l2 = (op(a, b1) * w1).sum(), (op(a, b2) * w2).sum();  l1.backward();  l2.backward()\n"
-        "assert torch.allclose(a.grad, one_by_one), ...\n"
-        "meter = nt.SavedTensorMeter()\n"
-        "with meter:\n"
-        "    c = op(a, b1);  held = meter.live_count;  c.sum().backward()\n"
-        "assert held > 0 and meter.live_count == 0, ...",
+        "gradcheck on float64 inputs, with a step and tolerances that float16's rounding allows (the op is "
+        "linear in each input: what does that say about the step?). opcheck on one call. Accumulation: the "
+        "gradient of each loss alone, then both forwards before both backwards, and compare a.grad with the "
+        "sum. What stays alive: in an nt.SavedTensorMeter, what must the forward hold, and the backward "
+        "leave? Raise (assert) when a property fails.",
+        Skeleton(
+            "def verify_op(op):\n"
+            "    gen = torch.Generator().manual_seed(0)\n"
+            "    a64 = torch.randn(4, 3, dtype=torch.float64, generator=gen, requires_grad=True)\n"
+            "    b64 = torch.randn(3, 5, dtype=torch.float64, generator=gen, requires_grad=True)\n"
+            "    torch.autograd.gradcheck(op, (a64, b64), eps=___, atol=___, rtol=___)\n"
+            "    a, b1, b2 = (torch.randn(*s, generator=gen, requires_grad=True) for s in ((6, 5), (5, 4), (5, 4)))\n"
+            "    w1, w2 = torch.randn(6, 4, generator=gen), torch.randn(6, 4, generator=gen)\n"
+            "    torch.library.opcheck(op, (a, b1))\n"
+            "    one_by_one = (torch.autograd.grad((op(a, b1) * w1).sum(), a)[0]\n"
+            "                  + torch.autograd.grad((op(a, b2) * w2).sum(), a)[0])\n"
+            "    ___                       # both forwards, then both backwards\n"
+            "    assert torch.allclose(a.grad, one_by_one), 'the gradients of two losses do not add up in a.grad'\n"
+            "    meter = nt.SavedTensorMeter()\n"
+            "    with meter:\n"
+            "        c = op(a, b1)\n"
+            "        held = meter.live_count\n"
+            "        c.sum().backward()\n"
+            "    assert ___, f'{held} tensor(s) held during the forward, {meter.live_count} after the backward'\n",
+            call="check.verify_op(verify_op)", setup=_SETUP),
     ),
 }
 

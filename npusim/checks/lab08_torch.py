@@ -12,42 +12,60 @@ from typing import Callable
 import numpy as np
 
 from ._core import CheckFailed, call_learner, case_rng, compare, describe, fixed_rng, passed
+from ._flow import Skeleton
 
 __all__ = ["matmul_backward", "conv_grad_input", "grad_accumulation"]
+
+_SETUP = "import numpy as np\nimport torch\nimport torch.nn.functional as F\nimport npusim.torch as nt\nfrom npusim import checks as check\nfrom npusim.torch import kernels as sim"
+"""What a lab 08 skeleton needs outside the notebook: the lab's imports."""
 
 HINTS = {
     "matmul-backward": (
         "A gradient has the shape of what it is the gradient of. dA is m x k and dC is m x n: which product "
         "of dC with A or B (transposed or not) has that shape? The same for dB.",
-        "dA = dC @ B^T and dB = A^T @ dC, each one call of sim.matmul on numpy arrays (.T transposes); "
-        "return them as a pair.",
-        "return sim.matmul(grad, ___), sim.matmul(___, grad)",
+        "Each gradient is one matrix product of dC with the other operand, one of the two transposed: work "
+        "out which by the shapes (m x n times what gives m x k?), then check it on a 1 x 1 case. Both "
+        "products run on the simulator (sim.matmul on numpy arrays; .T transposes).",
+        Skeleton(
+            "def matmul_backward(a, b, grad):\n"
+            "    grad_a = sim.matmul(___, ___)     # (m x n) @ (n x k)\n"
+            "    grad_b = sim.matmul(___, ___)     # (k x m) @ (m x n)\n"
+            "    return grad_a, grad_b\n",
+            call="check.matmul_backward(matmul_backward)", setup=_SETUP),
     ),
     "conv-grad-input": (
         "The input gradient is a convolution of the output gradient with the flipped, transposed weights, "
         "after undoing the stride (zeros between pixels) and the padding. Section 4's picture shows one axis.",
-        "Per axis (height, then width): top = dilation*(k-1) - padding; bottom = top + (H + 2*padding - "
-        "dilation*(k-1) - 1) - (Ho-1)*stride. sim.dilate_pad(grad, stride, [top_h, bottom_h, top_w, "
-        "bottom_w]) inserts the zeros and pads; then sim.conv2d of it with sim.flip_weights(w), stride 1, "
-        "padding 0 and the forward's dilation.",
-        "pads = []\n"
-        "for size, out, k, s, p, d in zip(input_hw, grad.shape[2:], w.shape[2:], stride, padding, dilation):\n"
-        "    top = ___\n"
-        "    pads += [top, top + (size + 2 * p - d * (k - 1) - 1) - ___]\n"
-        "g = sim.dilate_pad(grad, stride, pads)\n"
-        "return sim.conv2d(g, sim.flip_weights(w), stride=1, padding=0, dilation=___)",
+        "Per axis: undo the stride (how many zeros between two gradient pixels?), then pad so that a stride-1 "
+        "convolution with the flipped weights (sim.flip_weights) produces exactly the input's size: the top "
+        "pad is how far the kernel reaches beyond the forward's own padding; the bottom pad also adds back "
+        "the input rows the forward's last window never reached. sim.dilate_pad does zeros and pads; then "
+        "one sim.conv2d with stride 1, padding 0 and the forward's dilation.",
+        Skeleton(
+            "def conv_grad_input(grad, w, input_hw, stride, padding, dilation):\n"
+            "    pads = []\n"
+            "    for size, out, k, s, p, d in zip(input_hw, grad.shape[2:], w.shape[2:], stride, padding, dilation):\n"
+            "        top = ___\n"
+            "        pads += [top, top + ___]   # the rows the forward's last window never reached\n"
+            "    g = sim.dilate_pad(grad, stride, pads)\n"
+            "    return sim.conv2d(g, sim.flip_weights(w), stride=1, padding=0, dilation=dilation)\n",
+            call="check.conv_grad_input(conv_grad_input)", setup=_SETUP),
     ),
     "grad-accumulation": (
         "Gradients add up in .grad until something clears them. One optimiser step must see the full batch's "
         "mean gradient, built from micro-batches that each run forward and backward on their own.",
-        "Clear .grad once, before the loop. For each pair (xb, yb) of x.tensor_split(micro_batches) and "
-        "y.tensor_split(micro_batches): the micro-batch's mean loss times its share of the batch, "
-        "len(xb) / len(x), then backward at once. One optimizer.step() after the loop.",
-        "optimizer.zero_grad()\n"
-        "for xb, yb in zip(x.tensor_split(micro_batches), y.tensor_split(micro_batches)):\n"
-        "    loss = F.cross_entropy(model(xb), yb) * ___\n"
-        "    loss.___()\n"
-        "optimizer.___()",
+        "Clear the gradients once (when? .grad holds something stale when you are called), then one forward "
+        "and one backward per micro-batch (x.tensor_split(micro_batches), the same for y), each loss weighted "
+        "so that the sum of the micro-batches' gradients is the full batch's mean (mind a split that is not "
+        "even), and one optimizer step at the end.",
+        Skeleton(
+            "def accumulate_step(model, optimizer, x, y, micro_batches):\n"
+            "    ___                                  # before the first micro-batch\n"
+            "    for xb, yb in zip(x.tensor_split(micro_batches), y.tensor_split(micro_batches)):\n"
+            "        loss = F.cross_entropy(model(xb), yb) * ___\n"
+            "        loss.backward()\n"
+            "    optimizer.step()\n",
+            call="check.grad_accumulation(accumulate_step)", setup=_SETUP),
     ),
 }
 

@@ -14,36 +14,63 @@ from typing import Callable
 import numpy as np
 
 from ._core import CheckFailed, as_int, call_learner, passed
+from ._flow import Skeleton
 
 __all__ = ["read_profile", "launch_budget"]
+
+_SETUP = "import numpy as np\nfrom npusim import checks as check\nfrom npusim import model as nm"
+"""What a lab 09 skeleton needs outside the notebook: the lab's imports."""
 
 HINTS = {
     "read-profile": (
         "Every copy is an event of the profile, and every event says which node it belongs to and which tensor "
         "it moves. Who *causes* a copy: the op that needs a tensor on the host, or the op whose output has to "
         "go back to the device? The breakdown (section 3's table) splits the model time by what ran.",
-        "profile.events: e.kind is 'h2d' (upload) or 'd2h' (download); e.node is the node that needed the "
-        "copy, e.tensor the tensor moved (named after the node that produced it). A download is caused by the "
-        "host op reading it (e.node); an upload by the host op that produced the tensor (e.tensor): "
-        "profile.graph.node(name).op gives the op type. launch_share: the 'launch' part of "
-        "profile.breakdown_us over profile.model_time_us.",
-        "counts = {}\nfor e in profile.events:\n    if e.kind == 'd2h': op = profile.graph.node(___).op\n"
-        "    elif e.kind == 'h2d': op = profile.graph.node(___).op\n    else: continue\n"
-        "    counts[op] = counts.get(op, 0) + 1\n"
-        "launch_share: return profile.breakdown_us[___] / profile.___",
+        "profile.events holds every copy (its kind says which way) with the node that needed it (e.node) and "
+        "the tensor it moved (e.tensor, named after the node that produced it). For each copy decide which "
+        "of the two names is the host op that caused it, then count by that node's op type "
+        "(profile.graph.node(name).op). launch_share: the launches' part of the breakdown over the model time.",
+        Skeleton(
+            "def copies_by_op(profile):\n"
+            "    counts = {}\n"
+            "    for e in profile.events:\n"
+            "        if e.kind in ('h2d', 'd2h'):\n"
+            "            op = profile.graph.node(___).op     # the host op that caused this copy\n"
+            "            counts[op] = counts.get(op, 0) + 1\n"
+            "    return counts\n"
+            "\n"
+            "\n"
+            "def launch_share(profile):\n"
+            "    return ___\n",
+            call="check.read_profile(copies_by_op, launch_share)", setup=_SETUP),
     ),
     "launch-budget": (
         "profile.with_system(...) re-times the same inference for another launch overhead without simulating "
         "a kernel again. The device share can only shrink as launches get dearer: search for the point where "
         "it crosses one half.",
-        "Bisection on the launch overhead: a low bound where device_busy_ratio >= 0.5 and a high bound where it "
-        "is not (double the high bound until it is not: the answer may be above 20 us). Stop when the bounds "
-        "are within 1 % of each other and return the low one. If even 0.1 us leaves the device busy less than "
-        "half the time, return 0.0.",
-        "def share(us): return profile.with_system(profile.system.with_launch_overhead(us)).device_busy_ratio\n"
-        "if share(0.1) < 0.5: return 0.0\nlo, hi = 0.1, 20.0\nwhile share(hi) >= 0.5: lo, hi = hi, 2 * hi\n"
-        "while hi - lo > 0.005 * lo: mid = (lo + hi) / 2; if share(mid) >= 0.5: lo = ___ else: hi = ___\n"
-        "return lo",
+        "A search on the launch overhead between a bound where the device is busy at least half the time and "
+        "one where it is not (is 20 us always high enough?). Narrow it until the answer is as precise as the "
+        "exercise asks. Which answer do you return when even the cheapest launch leaves the device idle "
+        "most of the time?",
+        Skeleton(
+            "def compute_bound_launch_us(profile):\n"
+            "    def busy(us):\n"
+            "        return profile.with_system(profile.system.with_launch_overhead(us)).device_busy_ratio\n"
+            "\n"
+            "    if busy(0.1) < 0.5:\n"
+            "        return 0.0\n"
+            "    hi = 20.0\n"
+            "    while busy(hi) >= 0.5:\n"
+            "        hi *= 2\n"
+            "    lo = ___                      # an overhead where the device is surely busy enough\n"
+            "    for _ in range(40):           # each round halves the bracket\n"
+            "        mid = (lo + hi) / 2\n"
+            "        if ___:\n"
+            "            lo = mid\n"
+            "        else:\n"
+            "            hi = mid\n"
+            "    return lo\n",
+            call="check.launch_budget(compute_bound_launch_us)", setup=_SETUP),
     ),
 }
 

@@ -11,43 +11,77 @@ import numpy as np
 
 from ..errors import NpuSimError
 from ._core import CheckFailed, call_learner, check_output, describe, fixed_rng, passed
+from ._flow import Skeleton
 
 __all__ = ["fold_bn", "graph_pass", "placement"]
+
+_SETUP = "import numpy as np\nfrom npusim import checks as check\nfrom npusim import model as nm"
+"""What a lab 09 skeleton needs outside the notebook: the lab's imports (and, for the graph pass, a fold)."""
+_FOLD = ("def fold_bn(w, b, mean, var, gamma, beta, eps):\n"
+         "    s = gamma / np.sqrt(var + eps)\n"
+         "    b = np.zeros_like(mean) if b is None else b\n"
+         "    return (w * s[:, None, None, None]).astype(np.float32), ((b - mean) * s + beta).astype(np.float32)\n")
 
 HINTS = {
     "fold-bn": (
         "Inference BatchNorm is one multiply and one add per output channel. Write it after the conv's own "
         "'w * x + b' and collect the terms: what multiplies x is the new weight, the rest is the new bias.",
-        "s = gamma / sqrt(var + eps) has one value per OUTPUT channel (Cout), and w is (Cout, Cin, Kh, Kw): "
-        "the factor must broadcast over the last three axes. The new bias is (b - mean) * s + beta, with b = 0 "
-        "when the conv has none. The contract says float32: cast what you return.",
-        "s = gamma / np.sqrt(var + eps)\nb = np.zeros_like(mean) if b is None else b\n"
-        "return (w * s[:, ___, ___, ___]).astype(___), ((b - ___) * s + ___).astype(___)",
+        "The factor per output channel comes from gamma, var and eps (which of BatchNorm's formulas?); it "
+        "must scale each output channel of w, whose shape is (Cout, Cin, Kh, Kw): how does a Cout-long array "
+        "broadcast over that? The bias collects everything that does not multiply x (the conv may have no "
+        "bias). The contract says float32.",
+        Skeleton(
+            "def fold_bn(w, b, mean, var, gamma, beta, eps):\n"
+            "    s = ___                                   # one factor per output channel\n"
+            "    b = np.zeros_like(mean) if b is None else b\n"
+            "    return (w * ___).astype(np.float32), (___).astype(np.float32)\n",
+            call="check.fold_bn(fold_bn)", setup=_SETUP),
     ),
     "graph-pass": (
         "A conv's output may only change if nobody else reads it: a BatchNorm (or a ReLU) can be merged into "
         "the conv only when it is the conv's ONLY user, with or without a BatchNorm between conv and ReLU.",
-        "For each conv: users = g.users(conv.name). If that is exactly one BatchNorm, fold its statistics into "
-        "conv.params (your fold_bn), g.bypass the BatchNorm and record it in conv.fused. Then look again: if "
-        "the conv's only user is now a ReLU (after a folded BN, or right after the conv), set "
-        "conv.attrs['relu'] = True, bypass the ReLU, record it.",
-        "users = g.users(conv.name)\nif len(users) == 1 and users[0].op == 'batchnorm':\n"
-        "    bn = users[0]; w, b = fold_bn(conv.params['w'], conv.params.get('b'), ___)\n"
-        "    conv.params = {'w': w, 'b': b}; g.bypass(___); conv.fused.append(___)\n"
-        "users = g.users(conv.name)\nif len(users) == 1 and users[0].op == 'relu' and not conv.attrs.get('relu'):\n"
-        "    conv.attrs['relu'] = ___; g.bypass(___); conv.fused.append(___)",
+        "For each conv, first the BatchNorm: when may it be folded (who else reads the conv?), with which "
+        "statistics and which eps (each node has its own), and what must happen to the BatchNorm node and to "
+        "the conv's record of what it absorbed? Then look at the conv's users again for a ReLU, under the "
+        "same rule; a fused ReLU is an attribute of the conv.",
+        Skeleton(
+            "def fuse_conv_bn_relu(graph):\n"
+            "    g = graph.copy()\n"
+            "    for conv in [n for n in g.nodes if n.op == 'conv2d']:\n"
+            "        users = g.users(conv.name)\n"
+            "        if ___:\n"
+            "            bn = users[0]\n"
+            "            p = bn.params\n"
+            "            conv.params = dict(zip(('w', 'b'), fold_bn(conv.params['w'], conv.params.get('b'), p['mean'],\n"
+            "                                                       p['var'], p['gamma'], p['beta'], ___)))\n"
+            "            g.bypass(bn.name)\n"
+            "            conv.fused.append(bn.name)\n"
+            "        users = g.users(conv.name)\n"
+            "        if ___:\n"
+            "            conv.attrs['relu'] = True\n"
+            "            g.bypass(users[0].name)\n"
+            "            conv.fused.append(users[0].name)\n"
+            "    return g\n",
+            call="check.graph_pass(fuse_conv_bn_relu)", setup=_SETUP + "\n" + _FOLD),
     ),
     "placement": (
         "A tensor crosses PCIe whenever its producer and a reader sit on different sides. Every op the NPU "
         "can run, at the shapes it sees in this model, belongs on the device; every other op must run on the "
         "host. The graph's input and output stay where they are.",
-        "nm.infer(graph, input_shape) gives every tensor's shape and dtype; nm.OPS[node.op].on_device(node, "
-        "input shapes, input dtypes) says whether the device has a kernel for that node at those shapes. Work "
-        "on graph.copy() and set every node's placement: 'device' where it says yes, 'host' where it says no.",
-        "g = graph.copy()\nshapes, dtypes = nm.infer(g, input_shape)\nfor node in g.nodes:\n"
-        "    if node.op in ('input', 'output'): continue\n"
-        "    ok = nm.OPS[node.op].on_device(node, [shapes[i] for i in ___], [dtypes[i] for i in ___])\n"
-        "    node.placement = ___ if ok else ___\nreturn g",
+        "Work on a copy. Find every tensor's shape and dtype in this model (nm.infer), then ask, for each node, "
+        "whether the device has a kernel for it at the shapes and dtypes of its inputs (nm.OPS[op] knows), "
+        "and place it accordingly, both ways.",
+        Skeleton(
+            "def place_on_device(graph, input_shape):\n"
+            "    g = graph.copy()\n"
+            "    shapes, dtypes = nm.infer(g, input_shape)\n"
+            "    for node in g.nodes:\n"
+            "        if node.op in ('input', 'output'):\n"
+            "            continue\n"
+            "        ok = ___                        # can the device run this node at these shapes?\n"
+            "        node.placement = 'device' if ok else 'host'\n"
+            "    return g\n",
+            call="check.placement(place_on_device)", setup=_SETUP),
     ),
 }
 
