@@ -165,7 +165,8 @@ def softmax(kernel) -> None:
         x = _rows(kind, rows, cols, tile, dt, rng)
         y = np.full_like(x, np.nan)
         case = {"values": kind, "rows": rows, "cols": cols, "tile": tile, "dtype": np.dtype(dt).name}
-        run = run_kernel(name, kernel, 1, x, y, rows, cols, tile, case=case, explain=explain)
+        # auto_sync=False: the exercise writes the V -> S flag by hand, so a missing one must be caught
+        run = run_kernel(name, kernel, 1, x, y, rows, cols, tile, case=case, explain=explain, auto_sync=False)
         want = _softmax_ref(x)
         fp16 = np.dtype(dt) == np.float16
         mm = mismatch(y, want, rtol=2e-3 if fp16 else 1e-4, atol=1e-4 if fp16 else 1e-7)
