@@ -5,10 +5,31 @@ from .datamove import data_copy, data_copy_pad, load_data, load_data_3d
 from .fixpipe import fixpipe
 from .scalar import scalar_get, scalar_set  # noqa: F401  (installs LocalTensor/GlobalTensor.get_value, set_value)
 from .sync import pipe_barrier, set_flag, wait_flag
-from .vector import (CMPMODE, abs, add, adds, cast, compare, div, duplicate, exp, ln, max, maxs, min, mins,
-                     mul, muls, reciprocal, reduce_max, reduce_sum, relu, select, sqrt, sub)
+from .compare import CMPMODE, SELMODE, compare, compare_scalar, select
+from .events import alloc_event_id, fetch_event_id, release_event_id
+from .reduce import (ReduceOrder, block_reduce_max, block_reduce_min, block_reduce_sum, reduce_max, reduce_min,
+                     reduce_sum, whole_reduce_max, whole_reduce_min, whole_reduce_sum)
+from .repeat import (MASK_PLACEHOLDER, BinaryRepeatParams, UnaryRepeatParams, reset_mask, set_mask_count,
+                     set_mask_norm, set_vector_mask)
+from .vector import abs, add, adds, cast, div, duplicate, exp, ln, max, maxs, min, mins, mul, muls, reciprocal, relu, sqrt, sub
+from .vector_more import (BrcbRepeatParams, GatherMaskParams, axpy, bitwise_and, bitwise_not, bitwise_or, brcb,
+                          gather, gather_mask, leaky_relu, power, rsqrt, shift_left, shift_right, sigmoid, tanh)
 
 __all__ = ["mmad", "data_copy", "data_copy_pad", "fixpipe", "load_data", "load_data_3d", "pipe_barrier",
            "set_flag", "wait_flag", "CMPMODE", "add", "adds", "cast", "compare", "div", "duplicate", "exp",
            "ln", "maxs", "mins", "mul", "muls", "reciprocal", "reduce_max", "reduce_sum", "relu", "select",
-           "sqrt", "sub"]
+           "sqrt", "sub", "SELMODE", "compare_scalar", "alloc_event_id", "fetch_event_id", "release_event_id",
+           "ReduceOrder", "block_reduce_max", "block_reduce_min", "block_reduce_sum", "reduce_min", "whole_reduce_max",
+           "whole_reduce_min", "whole_reduce_sum", "MASK_PLACEHOLDER", "BinaryRepeatParams", "UnaryRepeatParams",
+           "reset_mask", "set_mask_count", "set_mask_norm", "set_vector_mask", "BrcbRepeatParams",
+           "GatherMaskParams", "axpy", "bitwise_and", "bitwise_not", "bitwise_or", "brcb", "gather", "gather_mask",
+           "leaky_relu", "power", "rsqrt", "shift_left", "shift_right", "sigmoid", "tanh"]
+
+# every instruction checks its own signature: a mismatch names the Ascend C call (issue 27, item 8)
+from ._usage import checked as _checked  # noqa: E402
+
+for _name in [*__all__, "abs", "max", "min"]:
+    _fn = globals()[_name]
+    if callable(_fn) and not isinstance(_fn, type) and getattr(_fn, "__module__", "").startswith("npusim"):
+        globals()[_name] = _checked(_name, _fn)
+del _name, _fn
