@@ -35,6 +35,7 @@ from .instructions import __all__ as _instructions
 from .l2 import L2Cache, shared_l2
 from .launch import LaunchResult, kernel, launch
 from .memory import TBuf, TPipe, TQue, TQueBind
+from .allocator import Hardware, LocalMemAllocator, init_soc_state
 from .numerics import RoundMode
 from .params import (CFG_COLUMN_MAJOR, CFG_NZ, CFG_ROW_MAJOR, CO2Layout, DataCopyExtParams, DataCopyPadExtParams,
                      DataCopyParams, FixpipeParams, FixpipeParamsV220, LoadData2DParams, LoadData3DParams, MmadParams,
@@ -57,7 +58,8 @@ __all__ = [
     "DataCopyParams", "DataCopyExtParams", "DataCopyPadExtParams", "Nd2NzParams", "LoadData2DParams",
     "LoadData3DParams", "MmadParams", "FixpipeParams", "FixpipeParamsV220", "CO2Layout", "CFG_NZ",
     "CFG_ROW_MAJOR", "CFG_COLUMN_MAJOR", "QuantMode", "HardEvent", "Pipe", "TPosition", "QuePosition",
-    "Profile", "costs", "formats", "numerics", "show_internals", *_instructions,
+    "Profile", "costs", "formats", "numerics", "show_internals", "Hardware", "LocalMemAllocator", "init_soc_state",
+    *_instructions,
 ]
 
 _install_tracebacks()  # in a notebook, simulator errors show the learner's frames only

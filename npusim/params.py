@@ -41,33 +41,41 @@ class DataCopyPadExtParams(NamedTuple):
 
 
 class Nd2NzParams(NamedTuple):
-    """DataCopy GM->L1 that turns an ND matrix of ``n_value`` rows x ``d_value`` columns into NZ fractals.
+    """DataCopy GM->L1 that turns an ND matrix of ``n_value`` rows x ``d_value`` columns into NZ fractals,
+    fields in the C++ brace order ``{ndNum, nValue, dValue, srcNdMatrixStride, srcDValue, dstNzC0Stride,
+    dstNzNStride, dstNzMatrixStride}``.
 
     ``src_d_value``: elements between row starts in GM (default ``d_value``). ``dst_nz_c0_stride``: rows
-    between consecutive C0-column blocks in L1 (default ``n_value`` rounded up to 16). The padding of the
-    last fractal row and C0 column is zero-filled. ``nd_num`` matrices, ``src_nd_matrix_stride`` elements
-    apart in GM and ``dst_nz_matrix_stride`` elements apart in L1 [S2, S3 "FRACTAL_NZ"].
+    between consecutive C0-column blocks in L1 (default ``n_value`` rounded up to 16). ``dst_nz_n_stride``:
+    rows between consecutive rows in L1 (1; other values are not modelled). The padding of the last fractal
+    row and C0 column is zero-filled. ``nd_num`` matrices, ``src_nd_matrix_stride`` elements apart in GM and
+    ``dst_nz_matrix_stride`` elements apart in L1 [S2, S3 "FRACTAL_NZ"].
     """
 
-    n_value: int
-    d_value: int
+    nd_num: int = 1
+    n_value: int = 0
+    d_value: int = 0
+    src_nd_matrix_stride: int = 0
     src_d_value: Optional[int] = None
     dst_nz_c0_stride: Optional[int] = None
-    nd_num: int = 1
-    src_nd_matrix_stride: int = 0
+    dst_nz_n_stride: int = 1
     dst_nz_matrix_stride: int = 0
 
 
 class LoadData2DParams(NamedTuple):
     """LoadData L1->L0A/L0B: ``repeat_times`` 512 B fractals, the i-th read from fractal
     ``start_index + i * src_stride`` of the source and written ``dst_gap`` fractals apart (plus itself).
-    ``if_transpose`` transposes each 16x16 fractal (fp16/bf16), giving L0B its ZN layout [S2 LoadData]."""
+    ``if_transpose`` transposes each 16x16 fractal (fp16/bf16), giving L0B its ZN layout. Fields in the C++
+    brace order ``{startIndex, repeatTimes, srcStride, sid, dstGap, ifTranspose, addrMode}``; ``sid`` and
+    ``addr_mode`` are accepted and ignored [S2 LoadData]."""
 
     start_index: int = 0
     repeat_times: int = 1
     src_stride: int = 1
+    sid: int = 0
     dst_gap: int = 0
     if_transpose: bool = False
+    addr_mode: int = 0
 
 
 class LoadData3DParams(NamedTuple):

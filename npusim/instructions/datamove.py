@@ -346,6 +346,9 @@ def _nd2nz(core, dst, src, p: Nd2NzParams, site) -> None:
     if n < 1 or d < 1 or p.nd_num < 1:
         raise UsageError(f"{op}: n_value, d_value and nd_num must be >= 1, got {p}",
                          hint="n_value is the rows, d_value the columns of each ND matrix; skip empty tiles")
+    if p.dst_nz_n_stride != 1:
+        raise UsageError(f"{op}: dst_nz_n_stride {p.dst_nz_n_stride} is not modelled (only 1: rows follow each other)",
+                         hint="Nd2NzParams{ndNum, nValue, dValue, srcNdMatrixStride, srcDValue, dstNzC0Stride, 1, ...}")
     isz = src.dtype.itemsize
     c0 = 32 // isz
     src_d = p.src_d_value or d

@@ -82,7 +82,7 @@ def test_mmad_and_fixpipe_v220_with_nd_batching(mode, factor):
 
 def test_fixpipe_nz_output_is_refused_with_a_hint():
     with pytest.raises(ns.UsageError, match="CFG_ROW_MAJOR"):
-        ns.launch(_nz_kernel, 1, np.zeros((m, n), np.float32))
+        ns.launch(_nz_kernel, 1, np.zeros((16, 16), np.float32))
 
 
 @ns.kernel
