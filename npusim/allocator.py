@@ -24,6 +24,10 @@ class Hardware(Enum):
     L0C = "L0C"
 
 
+_DEFAULT = {Hardware.UB: TPosition.VECCALC, Hardware.L1: TPosition.A1, Hardware.L0A: TPosition.A2,
+            Hardware.L0B: TPosition.B2, Hardware.L0C: TPosition.CO1}
+
+
 def init_soc_state() -> None:
     """InitSocState: resets the core's mode registers at a kernel's start; nothing to do in npusim."""
 
@@ -39,8 +43,16 @@ class LocalMemAllocator:
         self.pipe = TPipe()
         self.bufs: list[TBuf] = []
 
-    def alloc(self, position: TPosition, dtype, count: int):
-        """Alloc<TPosition, T>(count): the next ``count`` elements of the memory, 32 B aligned."""
+    def alloc(self, *args):
+        """``alloc(position, dtype, count)`` (Alloc<TPosition, T>(count)) or ``alloc(dtype, count)``
+        (Alloc<T, N>(), at the memory's usual position): the next ``count`` elements, 32 B aligned."""
+        if len(args) == 3:
+            position, dtype, count = args
+        elif len(args) == 2:
+            (dtype, count), position = args, _DEFAULT[self.hardware]
+        else:
+            raise UsageError(f"LocalMemAllocator.alloc takes (position, dtype, count) or (dtype, count), got "
+                             f"{len(args)} arguments", hint="alloc(ns.TPosition.A1, ns.float16, 1024)")
         pos = TPosition(position)
         if pos.memory != self.hardware.value:
             raise UsageError(f"LocalMemAllocator({self.hardware.name}).alloc: {pos.name} is in {pos.memory}",

@@ -1,7 +1,7 @@
 """The instruction set: data movement, Cube, vector, scalar and synchronisation."""
 
 from .cube import mmad
-from .datamove import data_copy, data_copy_pad, load_data, load_data_3d
+from .datamove import data_copy, data_copy_pad, load_data, load_data_3d, set_pad_value
 from .fixpipe import fixpipe
 from .scalar import scalar_get, scalar_set  # noqa: F401  (installs LocalTensor/GlobalTensor.get_value, set_value)
 from .sync import pipe_barrier, set_flag, wait_flag
@@ -23,7 +23,7 @@ __all__ = ["mmad", "data_copy", "data_copy_pad", "fixpipe", "load_data", "load_d
            "whole_reduce_min", "whole_reduce_sum", "MASK_PLACEHOLDER", "BinaryRepeatParams", "UnaryRepeatParams",
            "reset_mask", "set_mask_count", "set_mask_norm", "set_vector_mask", "BrcbRepeatParams",
            "GatherMaskParams", "axpy", "bitwise_and", "bitwise_not", "bitwise_or", "brcb", "gather", "gather_mask",
-           "leaky_relu", "power", "rsqrt", "shift_left", "shift_right", "sigmoid", "tanh"]
+           "leaky_relu", "power", "rsqrt", "shift_left", "shift_right", "sigmoid", "tanh", "set_pad_value"]
 
 # every instruction checks its own signature: a mismatch names the Ascend C call (issue 27, item 8)
 from ._usage import checked as _checked  # noqa: E402

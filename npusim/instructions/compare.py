@@ -34,8 +34,9 @@ class CMPMODE(Enum):
 
 
 class SELMODE(Enum):
-    """Select's mode: VSEL_CMPMASK_SPR (mode 0: the mask of the last compare into the register),
-    VSEL_TENSOR_SCALAR_MODE (1: src1 is a scalar), VSEL_TENSOR_TENSOR_MODE (2: src1 is a tensor)."""
+    """Select's mode: VSEL_CMPMASK_SPR (mode 0: the first 256 B / sizeof(T) / 8 bytes of sel_mask, one bit per
+    lane of a 256 B repeat, serve every repeat), VSEL_TENSOR_SCALAR_MODE (1: src1 is a scalar),
+    VSEL_TENSOR_TENSOR_MODE (2: src1 is a tensor; one bit per element)."""
 
     VSEL_CMPMASK_SPR = 0
     VSEL_TENSOR_SCALAR_MODE = 1
@@ -82,7 +83,6 @@ def _compare(op: str, dst_mask, src0, other, scalar, cmp_mode, count: int) -> No
     rhs = np.asarray(scalar).astype(src0.dtype) if other is None else other.view()[:count]
     bits = _CMP[cmp_mode](src0.view()[:count], rhs)
     dst_mask.view()[:nb] = np.packbits(bits, bitorder="little").view(dst_mask.dtype)
-    core.__dict__["_cmp_mask"] = bits   # the compare-mask register (Select mode 0, GetCmpMask)
     _done(core, op, count, isz, site)
 
 
@@ -102,8 +102,8 @@ def select(dst, sel_mask, src0, src1, *args) -> None:
     """Select: ``dst[i] = src0[i] if bit i of sel_mask else src1[i]``; ``src1`` may be a scalar.
 
     ``select(dst, sel_mask, src0, src1, count)`` or Ascend C's ``select(dst, sel_mask, src0, src1,
-    SELMODE.VSEL_TENSOR_TENSOR_MODE, count)``; with ``VSEL_CMPMASK_SPR`` the bits come from the last
-    compare and ``sel_mask`` is ignored. No 256 B rule (only compare has one)."""
+    SELMODE.VSEL_TENSOR_TENSOR_MODE, count)``; with ``VSEL_CMPMASK_SPR`` one repeat's bits of ``sel_mask``
+    apply to every repeat. No 256 B rule (only compare has one)."""
     core = current()
     site = call_site()
     op = "select"
@@ -124,28 +124,20 @@ def select(dst, sel_mask, src0, src1, *args) -> None:
                          hint="use SELMODE.VSEL_TENSOR_TENSOR_MODE with a tensor src1")
     srcs = (src0,) if scalar else (src0, local(src1, op, "src1", ("UB",)))
     same_dtype(op, dst, *srcs)
-    nb = -(-count // 8)
+    lanes = 256 // dst.dtype.itemsize
     spr = mode is SELMODE.VSEL_CMPMASK_SPR
-    if not spr:
-        _mask_tensor(sel_mask, op, "sel_mask")
-    for t, c in ((dst, count), *(() if spr else ((sel_mask, nb),)), *((s, count) for s in srcs)):
+    nb = lanes // 8 if spr else -(-count // 8)
+    _mask_tensor(sel_mask, op, "sel_mask")
+    for t, c in ((dst, count), (sel_mask, nb), *((s, count) for s in srcs)):
         t.check_usable(op, site, 0, c)
     if core.check:
         vc = core.epoch(V)
         for s in srcs:
             touch(core, s, 0, count, False, V, vc, site, op)
-        if not spr:
-            touch(core, sel_mask, 0, nb, False, V, vc, site, op)
+        touch(core, sel_mask, 0, nb, False, V, vc, site, op)
         touch(core, dst, 0, count, True, V, vc, site, op)
-    if spr:
-        reg = core.__dict__.get("_cmp_mask")
-        if reg is None:
-            raise UsageError("select with VSEL_CMPMASK_SPR needs a compare before it (the mask register is empty)",
-                             hint="compare first, or pass the mask tensor with VSEL_TENSOR_TENSOR_MODE")
-        bits = np.zeros(count, bool)
-        bits[:min(count, reg.size)] = reg[:count]
-    else:
-        bits = np.unpackbits(sel_mask.view()[:nb].view(np.uint8), count=count, bitorder="little").astype(bool)
+    bits = np.unpackbits(sel_mask.view()[:nb].view(np.uint8), bitorder="little").astype(bool)
+    bits = np.resize(bits, count) if spr else bits[:count]
     other = np.asarray(src1).astype(dst.dtype) if scalar else src1.view()[:count]
     dst.view()[:count] = np.where(bits, src0.view()[:count], other)
     _done(core, op, count, dst.dtype.itemsize, site)

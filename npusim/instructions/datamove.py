@@ -303,8 +303,9 @@ def data_copy_pad(dst, src, params, pad_params: DataCopyPadExtParams | None = No
         dbuf, dbase, _ = _raw(dst)
         d = _strided(dbuf, dbase, p.block_count, ub_blk, ub_pitch).reshape(p.block_count, ub_blk)
         left = pad.left_padding * isz
-        if pad.is_pad:
-            fill = np.full(ub_blk // isz, pad.padding_value, dtype=dst.dtype).view(np.uint8)
+        pad_value = pad.padding_value if pad.is_pad else core.__dict__.get("_pad_value")
+        if pad_value is not None:   # is_pad's value, else the one set_pad_value set (SetPadValue)
+            fill = np.full(ub_blk // isz, pad_value, dtype=dst.dtype).view(np.uint8)
             d[...] = fill
         d[:, left:left + p.block_len] = _strided(sbuf, sbase, p.block_count, p.block_len,
                                                  gm_pitch).reshape(p.block_count, p.block_len)
@@ -552,3 +553,11 @@ def load_data_3d(dst: LocalTensor, src: LocalTensor, params: LoadData3DParams) -
     nbytes = p.m_extension * p.k_extension * isz
     core.issue(pipe, costs.onchip_cycles(core.cfg, nbytes, core.cfg.l1_to_l0a_bytes_per_cycle), op, nbytes, site)
     core.add_bytes("L1->L0A", nbytes)
+
+
+def set_pad_value(value) -> None:
+    """SetPadValue: the value data_copy_pad writes into the padding of blocks whose DataCopyPadExtParams
+    has ``is_pad`` False (before it, the padding holds whatever UB held)."""
+    core = current()
+    core.scalar_issue()
+    core.__dict__["_pad_value"] = value

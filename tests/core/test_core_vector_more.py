@@ -163,12 +163,14 @@ def test_compare_takes_int8_masks_compare_scalar_and_select_modes():
     (_, mo), _ = run(lambda a, mask: ns.compare_scalar(mask, a, 0.0, ns.CMPMODE.GT, 128), x, m)
     np.testing.assert_array_equal(np.unpackbits(mo.view(np.uint8), bitorder="little")[:128].astype(bool), x > 0)
 
-    def spr(a, b, mask, out):
-        ns.compare(mask, a, b, ns.CMPMODE.GE, 128)
-        ns.select(out, None, a, 0.0, ns.SELMODE.VSEL_CMPMASK_SPR, 128)
-
-    (_, _, _, zo), _ = run(spr, x, y, m, z)
-    np.testing.assert_array_equal(zo, np.where(x >= y, x, 0))
+    m2 = np.zeros(32, np.uint8)
+    m2[:16] = RNG.integers(0, 256, 16)   # mode 0: one repeat's bits (128 fp16 lanes = 16 B) for every repeat
+    z2 = np.zeros(256, np.float16)
+    x2, y2 = np.concatenate([x, x]), np.concatenate([y, y])
+    (_, _, _, zo), _ = run(lambda a, b, mask, out: ns.select(out, mask, a, b, ns.SELMODE.VSEL_CMPMASK_SPR, 256),
+                           x2, y2, m2, z2)
+    bits = np.tile(np.unpackbits(m2[:16], bitorder="little").astype(bool), 2)
+    np.testing.assert_array_equal(zo, np.where(bits, x2, y2))
 
 
 def test_a_call_that_does_not_match_names_the_ascend_c_signature():
