@@ -153,6 +153,8 @@ class Matmul:
             a_l0, b_l0 = self.q_a2.deque(), self.q_b2.deque()
             if kk == 0 and bias_l1 is not None:
                 ns.mmad(acc, a_l0, b_l0, bias_l1, ns.MmadParams(tm, tn, tk))
+                ns.set_flag(ns.HardEvent.M_MTE2, 0)    # the next block's bias may overwrite it after this
+                ns.wait_flag(ns.HardEvent.M_MTE2, 0)
             else:
                 ns.mmad(acc, a_l0, b_l0, ns.MmadParams(tm, tn, tk, 0, False, kk == 0))
             self.q_a2.free_tensor(a_l0)
