@@ -86,10 +86,73 @@ def _compare(op: str, dst_mask, src0, other, scalar, cmp_mode, count: int) -> No
     _done(core, op, count, isz, site)
 
 
-def compare(dst_mask, src0, src1, cmp_mode: CMPMODE, count: int) -> None:
-    """Compare: bit i of ``dst_mask`` (uint8 or int8, least significant bit first) = ``src0[i] <cmp> src1[i]``.
-    ``count * sizeof(T)`` must be a multiple of 256 B [S2]."""
+def compare(*args) -> None:
+    """Compare: bit i of ``dst_mask`` (uint8 or int8, least significant bit first) = ``src0[i] <cmp> src1[i]``:
+    ``compare(dst_mask, src0, src1, cmp_mode, count)``, ``count * sizeof(T)`` a multiple of 256 B [S2].
+    ``compare(src0, src1, cmp_mode, mask, BinaryRepeatParams())`` compares one 256 B repeat into the compare
+    mask register (128 bits; read it with :func:`get_cmp_mask`)."""
+    if len(args) == 5 and isinstance(args[2], CMPMODE):
+        return _compare_to_register(*args)
+    if len(args) != 5:
+        raise UsageError(f"compare takes 5 arguments, got {len(args)}",
+                         hint="compare(dst_mask, src0, src1, CMPMODE.LT, count), or compare(src0, src1, CMPMODE.LT, "
+                              "mask, BinaryRepeatParams()) into the mask register")
+    dst_mask, src0, src1, cmp_mode, count = args
     _compare("compare", dst_mask, src0, src1, None, cmp_mode, count)
+
+
+def _compare_to_register(src0, src1, cmp_mode, mask, params) -> None:
+    from . import repeat
+    core = current()
+    site = call_site()
+    op = "compare"
+    for s in (src0, src1):
+        local(s, op, "source", ("UB",))
+    same_dtype(op, src0, src1)
+    lanes = 256 // src0.dtype.itemsize
+    on = repeat.lanes_of(mask, lanes, op)
+    strides = repeat.binary_strides(params)
+    idx = [repeat.offsets(1, lanes, 32 // src0.dtype.itemsize, b, r)[0] for b, r in strides[1:]]
+    for s, i in zip((src0, src1), idx):
+        s.check_usable(op, site, 0, int(i[on].max()) + 1)
+    if core.check:
+        vc = core.epoch(V)
+        for s, i in zip((src0, src1), idx):
+            repeat._touch_runs(core, s, i[on], False, vc, site, op)
+    bits = np.zeros(128, bool)
+    bits[:lanes] = on & _CMP[cmp_mode](src0.view()[idx[0]], src1.view()[idx[1]])
+    core.__dict__["_cmp_mask"] = bits
+    _done(core, op, lanes, src0.dtype.itemsize, site)
+
+
+def get_cmp_mask(dst) -> None:
+    """GetCmpMask: the compare mask register's 128 bits (16 bytes) into ``dst`` (a UB tensor)."""
+    core = current()
+    site = call_site()
+    local(dst, "get_cmp_mask", "dst", ("UB",))
+    d = dst.reinterpret_cast(np.uint8)
+    d.check_usable("get_cmp_mask", site, 0, 16)
+    bits = core.__dict__.get("_cmp_mask")
+    if bits is None:
+        raise UsageError("get_cmp_mask before any compare into the register",
+                         hint="compare(src0, src1, cmp_mode, mask, BinaryRepeatParams()) first")
+    if core.check:
+        touch(core, d, 0, 16, True, V, core.epoch(V), site, "get_cmp_mask")
+    d.view()[:16] = np.packbits(bits, bitorder="little")
+    _done(core, "get_cmp_mask", 16, 1, site)
+
+
+def set_cmp_mask(src) -> None:
+    """SetCmpMask: load 128 bits (16 bytes of ``src``) into the compare mask register."""
+    core = current()
+    site = call_site()
+    local(src, "set_cmp_mask", "src", ("UB",))
+    s = src.reinterpret_cast(np.uint8)
+    s.check_usable("set_cmp_mask", site, 0, 16)
+    if core.check:
+        touch(core, s, 0, 16, False, V, core.epoch(V), site, "set_cmp_mask")
+    core.__dict__["_cmp_mask"] = np.unpackbits(s.view()[:16], bitorder="little").astype(bool)
+    _done(core, "set_cmp_mask", 16, 1, site)
 
 
 def compare_scalar(dst_mask, src0, scalar, cmp_mode: CMPMODE, count: int) -> None:

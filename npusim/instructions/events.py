@@ -59,3 +59,12 @@ def release_event_id(event: HardEvent, event_id: int) -> None:
 TPipe.alloc_event_id = lambda self, event: alloc_event_id(event)
 TPipe.fetch_event_id = lambda self, event: fetch_event_id(event)
 TPipe.release_event_id = lambda self, event, event_id: release_event_id(event, event_id)
+
+
+def get_tpipe_ptr() -> TPipe:
+    """GetTPipePtr: the kernel's TPipe, for its event-id methods (``get_tpipe_ptr().fetch_event_id(E)``)."""
+    core = current()
+    pipe = core.__dict__.get("_tpipe")
+    if pipe is None:
+        pipe = core.__dict__["_tpipe"] = TPipe()
+    return pipe
