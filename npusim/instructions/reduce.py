@@ -92,6 +92,7 @@ def _reduce(op: str, dst, src, tmp, args, fn, arg_fn=None) -> None:
     x = src.view()[idx]
     d = dst.view()
     d[0] = fn(x)
+    core.__dict__["_reduce_spr"] = d[0]   # the special register GetReduceRepeatSumSpr/MaxMinSpr read
     if cal_index:
         _store_index(d, 1, int(idx[arg_fn(x)]))
     n = int(idx.size)   # the count form: the elements; the mask form: whole repeats move through the unit
@@ -216,3 +217,14 @@ def block_reduce_min(dst, src, repeat_times: int, mask, dst_rep_stride: int = 1,
                      src_rep_stride: int = 8) -> None:
     """BlockReduceMin: the minimum of each 32 B block's selected lanes."""
     _block("block_reduce_min", dst, src, repeat_times, mask, dst_rep_stride, src_blk_stride, src_rep_stride, np.min)
+
+
+def get_reduce_repeat_sum_spr():
+    """GetReduceRepeatSumSpr: the result of the last ReduceSum/ReduceMax/ReduceMin, from its special register
+    (read by the scalar unit: order it after the reduction with a V -> S flag)."""
+    core = current()
+    v = core.__dict__.get("_reduce_spr")
+    if v is None:
+        raise UsageError("get_reduce_repeat_sum_spr before any reduction", hint="reduce_sum(...) first")
+    core.scalar_issue()
+    return v.item()
