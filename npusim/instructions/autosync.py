@@ -3,7 +3,7 @@
 BiSheng inserts, and only inserts, the syncs between the scalar unit and MTE2, MTE3 and the vector unit
 (both directions), and the barriers between vector instructions; the queues of the framework order the
 other pipe pairs, and everything else (MTE2 <-> V without a queue, the Cube pipes, Fixpipe) stays the
-programmer's job [S18: BiSheng compiler guide, "支持自动同步" / "Automatic Synchronization"].
+programmer's job [S19: BiSheng compiler guide, "支持自动同步" / "Automatic Synchronization"].
 
 In npusim, ``launch(..., auto_sync=True)`` (the default) does the same:
 

@@ -130,6 +130,7 @@ def test_the_sanitizer_finds_the_copy_out_of_unwritten_elements():
         _run(1)
 
 
+@pytest.mark.filterwarnings("ignore:UninitializedReadError")
 def test_scenario_5_relies_on_the_compilers_auto_sync():
     with pytest.warns(ns.SanitizerWarning, match=r"RaceError: RAW hazard.*PIPE_MTE3 read \(data_copy\).*PIPE_S "
                                                   r"write \(set_value\)"):
