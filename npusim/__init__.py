@@ -35,9 +35,11 @@ from .instructions import __all__ as _instructions
 from .l2 import L2Cache, shared_l2
 from .launch import LaunchResult, kernel, launch
 from .memory import TBuf, TPipe, TQue, TQueBind
+from .allocator import Hardware, LocalMemAllocator, init_soc_state
 from .numerics import RoundMode
-from .params import (DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, FixpipeParams, LoadData2DParams,
-                     LoadData3DParams, MmadParams, Nd2NzParams)
+from .params import (CFG_COLUMN_MAJOR, CFG_NZ, CFG_ROW_MAJOR, CO2Layout, DataCopyExtParams, DataCopyPadExtParams,
+                     DataCopyParams, FixpipeParams, FixpipeParamsV220, LoadData2DParams, LoadData3DParams, MmadParams,
+                     Nd2NzParams, QuantMode)
 from .pipes import HardEvent, Pipe, QuePosition, TPosition
 from .profile import Profile
 from .tracebacks import install as _install_tracebacks, show_internals
@@ -54,8 +56,10 @@ __all__ = [
     "DtypeError",
     "LaunchResult", "kernel", "launch", "L2Cache", "shared_l2", "TBuf", "TPipe", "TQue", "TQueBind", "RoundMode",
     "DataCopyParams", "DataCopyExtParams", "DataCopyPadExtParams", "Nd2NzParams", "LoadData2DParams",
-    "LoadData3DParams", "MmadParams", "FixpipeParams", "HardEvent", "Pipe", "TPosition", "QuePosition",
-    "Profile", "costs", "formats", "numerics", "show_internals", *_instructions,
+    "LoadData3DParams", "MmadParams", "FixpipeParams", "FixpipeParamsV220", "CO2Layout", "CFG_NZ",
+    "CFG_ROW_MAJOR", "CFG_COLUMN_MAJOR", "QuantMode", "HardEvent", "Pipe", "TPosition", "QuePosition",
+    "Profile", "costs", "formats", "numerics", "show_internals", "Hardware", "LocalMemAllocator", "init_soc_state",
+    *_instructions,
 ]
 
 _install_tracebacks()  # in a notebook, simulator errors show the learner's frames only

@@ -114,6 +114,8 @@ class Memory:
 class Core:
     """State of one block's AI core during a launch."""
 
+    auto_sync = False   # the compiler's automatic S <-> V/MTE2/MTE3 flags (set by launch; instructions.autosync)
+
     def __init__(self, cfg: HardwareConfig, block_idx: int, block_num: int, active_cores: int,
                  sanitize: str, t0: float = 0.0):
         if sanitize not in ("error", "warn", "off"):

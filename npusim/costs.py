@@ -138,6 +138,17 @@ def vector_cycles(cfg: HardwareConfig, count: int, itemsize: int, complex_op: bo
     return cfg.vector_startup_cycles + -(-count * itemsize // cfg.vector_bytes_per_cycle)
 
 
+def repeat_cycles(cfg: HardwareConfig, repeats: int, complex_op: bool = False) -> float:
+    """Cycles of a vector instruction in its mask/repeat form: ``vector_startup_cycles + repeats`` (one
+    256 B repeat per cycle whatever its mask selects: masked-off lanes still take the repeat [S2, 矢量计算
+    通用说明]); complex ops (exp, ln, sqrt, rsqrt, div, ...) take ``vector_complex_cycles_per_repeat`` per
+    64 lanes of each repeat, as in :func:`vector_cycles`."""
+    if complex_op:
+        per = cfg.vector_complex_cycles_per_repeat * (cfg.vector_bytes_per_cycle // 4 // 64)
+        return cfg.vector_startup_cycles + per * repeats
+    return cfg.vector_startup_cycles + repeats
+
+
 def reduce_cycles(cfg: HardwareConfig, count: int, itemsize: int) -> float:
     """Cycles of ReduceMax/ReduceSum over ``count`` elements: a pass over the data, then a tree over the
     per-repeat partials: ``vector_startup_cycles + repeats + ceil(log2(repeats)) + lanes_log``, where

@@ -46,7 +46,7 @@ class LaunchResult:
 
 def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConfig | str | None = None,
            sanitize: str = "error", l2: L2Cache | None = None, algorithmic_macs: int | None = None,
-           **kwargs: Any) -> LaunchResult:
+           auto_sync: bool = True, **kwargs: Any) -> LaunchResult:
     """Run ``kernel_fn(*args, **kwargs)`` on ``block_dim`` blocks (``kernel<<<block_dim>>>(args)``).
 
     Numpy arrays among the arguments become :class:`GlobalTensor` in GM and are updated in place.
@@ -56,22 +56,29 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     filled (default: the one of an enclosing :func:`npusim.shared_l2`, else a cold one).
     ``algorithmic_macs``: the operation's useful multiply-accumulates when the kernel's Mmads include
     padding or helper products (e.g. a convolution's zero channels), for ``Profile.mac_utilization``.
+    ``auto_sync``: the compiler's ``--cce-auto-sync`` (on by default, as in kernel projects): the scalar
+    unit's ``get_value``/``set_value`` get the V/MTE2/MTE3 <-> S flags the compiler inserts
+    (:mod:`npusim.instructions.autosync`); ``False`` leaves every flag to the kernel.
     The kernel runs with numpy's floating-point warnings off: inf and NaN are the hardware's answer.
     """
+    if not isinstance(auto_sync, bool):
+        raise UsageError(f"auto_sync must be True or False, not {auto_sync!r}",
+                         hint="launch(..., auto_sync=False) builds the kernel without the compiler's automatic "
+                              "scalar flags")
     # a launch allocates many small records (timeline, tracker) and no cyclic garbage: the cyclic collector,
     # whose passes scan every young object, stays off until the launch's own state (cores, trackers,
     # tensors) is gone with _run_launch's frame, so that it then scans only what the result keeps
     collect = gc.isenabled()
     gc.disable()
     try:
-        return _run_launch(kernel_fn, block_dim, args, kwargs, config, sanitize, l2, algorithmic_macs)
+        return _run_launch(kernel_fn, block_dim, args, kwargs, config, sanitize, l2, algorithmic_macs, auto_sync)
     finally:
         if collect:
             gc.enable()
 
 
 def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, config, sanitize: str,
-                l2: L2Cache | None, algorithmic_macs: int | None) -> LaunchResult:
+                l2: L2Cache | None, algorithmic_macs: int | None, auto_sync: bool = True) -> LaunchResult:
     cfg = get_config(config)
     if not isinstance(block_dim, (int, np.integer)) or block_dim < 1 or block_dim > 65535:
         raise UsageError(f"block_dim must be an int in 1..65535, got {block_dim!r}",
@@ -116,6 +123,7 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
     def run_block(b: int, t0: float) -> tuple[Core, float]:
         core = Core(cfg, b, block_dim, active, sanitize, t0=t0)
         core.memsys = memsys
+        core.auto_sync = auto_sync
         run_on(core)
         with np.errstate(all="ignore"):   # once per kernel (and in its own thread), not per instruction
             kernel_fn(*new_args, **new_kwargs)

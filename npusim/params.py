@@ -4,6 +4,7 @@ They are NamedTuples: immutable, built with keywords, and cheap to create in a k
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import NamedTuple, Optional
 
 
@@ -19,12 +20,14 @@ class DataCopyParams(NamedTuple):
 
 class DataCopyExtParams(NamedTuple):
     """DataCopyPad: ``block_count`` blocks of ``block_len`` BYTES. The GM-side gap is in bytes, the UB-side
-    gap in 32 B blocks (so ``src_stride`` is bytes when copying GM->UB, blocks when UB->GM) [S2]."""
+    gap in 32 B blocks (so ``src_stride`` is bytes when copying GM->UB, blocks when UB->GM). ``rsv`` is the
+    C++ struct's reserved field (``{blockCount, blockLen, srcStride, dstStride, rsv}``), ignored [S2]."""
 
     block_count: int = 1
     block_len: int = 0
     src_stride: int = 0
     dst_stride: int = 0
+    rsv: int = 0
 
 
 class DataCopyPadExtParams(NamedTuple):
@@ -38,33 +41,41 @@ class DataCopyPadExtParams(NamedTuple):
 
 
 class Nd2NzParams(NamedTuple):
-    """DataCopy GM->L1 that turns an ND matrix of ``n_value`` rows x ``d_value`` columns into NZ fractals.
+    """DataCopy GM->L1 that turns an ND matrix of ``n_value`` rows x ``d_value`` columns into NZ fractals,
+    fields in the C++ brace order ``{ndNum, nValue, dValue, srcNdMatrixStride, srcDValue, dstNzC0Stride,
+    dstNzNStride, dstNzMatrixStride}``.
 
     ``src_d_value``: elements between row starts in GM (default ``d_value``). ``dst_nz_c0_stride``: rows
-    between consecutive C0-column blocks in L1 (default ``n_value`` rounded up to 16). The padding of the
-    last fractal row and C0 column is zero-filled. ``nd_num`` matrices, ``src_nd_matrix_stride`` elements
-    apart in GM and ``dst_nz_matrix_stride`` elements apart in L1 [S2, S3 "FRACTAL_NZ"].
+    between consecutive C0-column blocks in L1 (default ``n_value`` rounded up to 16). ``dst_nz_n_stride``:
+    rows between consecutive rows in L1 (1; other values are not modelled). The padding of the last fractal
+    row and C0 column is zero-filled. ``nd_num`` matrices, ``src_nd_matrix_stride`` elements apart in GM and
+    ``dst_nz_matrix_stride`` elements apart in L1 [S2, S3 "FRACTAL_NZ"].
     """
 
-    n_value: int
-    d_value: int
+    nd_num: int = 1
+    n_value: int = 0
+    d_value: int = 0
+    src_nd_matrix_stride: int = 0
     src_d_value: Optional[int] = None
     dst_nz_c0_stride: Optional[int] = None
-    nd_num: int = 1
-    src_nd_matrix_stride: int = 0
+    dst_nz_n_stride: int = 1
     dst_nz_matrix_stride: int = 0
 
 
 class LoadData2DParams(NamedTuple):
     """LoadData L1->L0A/L0B: ``repeat_times`` 512 B fractals, the i-th read from fractal
     ``start_index + i * src_stride`` of the source and written ``dst_gap`` fractals apart (plus itself).
-    ``if_transpose`` transposes each 16x16 fractal (fp16/bf16), giving L0B its ZN layout [S2 LoadData]."""
+    ``if_transpose`` transposes each 16x16 fractal (fp16/bf16), giving L0B its ZN layout. Fields in the C++
+    brace order ``{startIndex, repeatTimes, srcStride, sid, dstGap, ifTranspose, addrMode}``; ``sid`` and
+    ``addr_mode`` are accepted and ignored [S2 LoadData]."""
 
     start_index: int = 0
     repeat_times: int = 1
     src_stride: int = 1
+    sid: int = 0
     dst_gap: int = 0
     if_transpose: bool = False
+    addr_mode: int = 0
 
 
 class LoadData3DParams(NamedTuple):
@@ -104,14 +115,54 @@ class LoadData3DParams(NamedTuple):
         return (self.l1_w + self.pad_left + self.pad_right - self.dilation_w * (self.kw - 1) - 1) // self.stride_w + 1
 
 
-class MmadParams(NamedTuple):
-    """Mmad sizes in elements (each <= 4095) and whether C starts from zero (``cmatrix_init_val``) or
-    accumulates onto what L0C holds [S2 Mmad]."""
+class MmadParams:
+    """Mmad sizes in elements (each <= 4095) and how C starts, with the C++ struct's two constructors
+    (``include/basic_api/kernel_struct_mm.h`` in asc-devkit):
 
-    m: int
-    n: int
-    k: int
-    cmatrix_init_val: bool = True
+    - ``MmadParams(m, n, k, is_bias, fm_offset, en_ssparse, en_winograd_a, en_winograd_b)``: ``is_bias``
+      True accumulates onto what L0C holds (C += A @ B), False computes C = A @ B;
+    - ``MmadParams(m, n, k, unit_flag, cmatrix_source, cmatrix_init_val)`` (exactly six values):
+      ``cmatrix_init_val`` True starts C from zero, False accumulates; ``cmatrix_source`` True takes the
+      initial C from the bias table (the ``bias`` of :func:`npusim.mmad`).
+
+    Every field is also a keyword and an attribute (``p = MmadParams(); p.m = 16``, as in C++). C accumulates
+    when ``is_bias`` is set or ``cmatrix_init_val`` is False.
+    """
+
+    __slots__ = ("m", "n", "k", "is_bias", "fm_offset", "en_ssparse", "en_winograd_a", "en_winograd_b",
+                 "unit_flag", "k_direction_align", "cmatrix_source", "cmatrix_init_val")
+    _LONG = ("is_bias", "fm_offset", "en_ssparse", "en_winograd_a", "en_winograd_b")
+    _SHORT = ("unit_flag", "cmatrix_source", "cmatrix_init_val")
+
+    def __init__(self, m: int = 0, n: int = 0, k: int = 0, *values, is_bias: bool = False, fm_offset: int = 0,
+                 en_ssparse: bool = False, en_winograd_a: bool = False, en_winograd_b: bool = False,
+                 unit_flag: int = 0, k_direction_align: bool = False, cmatrix_source: bool = False,
+                 cmatrix_init_val: bool = True):
+        self.m, self.n, self.k = m, n, k
+        self.is_bias, self.fm_offset, self.en_ssparse = is_bias, fm_offset, en_ssparse
+        self.en_winograd_a, self.en_winograd_b, self.unit_flag = en_winograd_a, en_winograd_b, unit_flag
+        self.k_direction_align, self.cmatrix_source, self.cmatrix_init_val = (k_direction_align, cmatrix_source,
+                                                                              cmatrix_init_val)
+        names = self._SHORT if len(values) == 3 else self._LONG
+        if len(values) > 5:
+            from .errors import UsageError
+
+            raise UsageError(f"MmadParams takes 3, 6 or 8 values, got {3 + len(values)}",
+                             hint="MmadParams(m, n, k, isBias, fmOffset, enSsparse, enWinogradA, enWinogradB) or "
+                                  "MmadParams(m, n, k, unitFlag, cmatrixSource, cmatrixInitVal), as in C++")
+        for name, v in zip(names, values):
+            setattr(self, name, v)
+
+    @property
+    def accumulate(self) -> bool:
+        """C += A @ B (onto L0C, or onto the bias with ``cmatrix_source``) rather than C = A @ B."""
+        return bool(self.is_bias) or not self.cmatrix_init_val
+
+    def __repr__(self) -> str:
+        return "MmadParams(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__slots__) + ")"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, MmadParams) and all(getattr(self, f) == getattr(other, f) for f in self.__slots__)
 
 
 class FixpipeParams(NamedTuple):
@@ -126,3 +177,46 @@ class FixpipeParams(NamedTuple):
     dst_stride: Optional[int] = None
     relu: bool = False
     deq_scale: object = None
+
+
+class CO2Layout(Enum):
+    """Layout Fixpipe writes: NZ fractals as in L0C, or ND rows (ROW_MAJOR) [S2 Fixpipe]."""
+
+    NZ = 0
+    ROW_MAJOR = 1
+    COLUMN_MAJOR = 2
+
+
+CFG_NZ, CFG_ROW_MAJOR, CFG_COLUMN_MAJOR = CO2Layout.NZ, CO2Layout.ROW_MAJOR, CO2Layout.COLUMN_MAJOR
+
+
+class QuantMode(Enum):
+    """Fixpipe's ``quantPre``: the conversion on the way out of L0C (QuantMode_t) [S2 Fixpipe]."""
+
+    NoQuant = 0
+    F322F16 = 1
+    F322BF16 = 2
+    DEQF16 = 3       # int32 * deqScalar -> half
+    VDEQF16 = 4      # int32 * per-channel scales -> half
+    REQ8 = 5
+    VREQ8 = 6
+
+
+class FixpipeParamsV220(NamedTuple):
+    """Fixpipe L0C -> GM on A2, in the C++ constructor's order (5 or 11 values): an ``m_size`` x ``n_size``
+    NZ result (``src_stride`` rows between its 16-column blocks, m rounded up to 16) written as ND rows
+    ``dst_stride`` elements apart, with ReLU, a conversion ``quant_pre`` (the output dtype decides it; a
+    ``deq_scalar`` multiplies int32 results) and ``nd_num`` such matrices, ``src_nd_stride`` fractals
+    (16 x 16 elements) apart in L0C and ``dst_nd_stride`` elements apart in GM [S2 Fixpipe]."""
+
+    n_size: int
+    m_size: int
+    src_stride: int = 0
+    dst_stride: int = 0
+    relu_en: bool = False
+    quant_pre: QuantMode = QuantMode.NoQuant
+    deq_scalar: float = 0
+    nd_num: int = 1
+    src_nd_stride: int = 0
+    dst_nd_stride: int = 0
+    unit_flag: int = 0

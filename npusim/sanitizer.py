@@ -285,6 +285,25 @@ class AccessTracker:
                     table[b] = lst = keep
             lst.append(rec)
 
+    def unordered_pipes(self, lo: int, hi: int, write: bool, core: int, pipe: int, vc,
+                        key: int | None = None) -> set[int]:
+        """The pipes of this core whose earlier accesses of bytes [lo, hi) an access by ``pipe`` would race
+        with (what :meth:`access` would report, without reporting or recording it). Auto-sync asks this to
+        insert the flags the compiler inserts."""
+        if key is None:
+            keys = range(lo >> self.shift, ((hi - 1) >> self.shift) + 1)
+        else:
+            keys = (key,)
+        out: set[int] = set()
+        for table in ((self.reads, self.writes) if write else (self.writes,)):
+            for b in keys:
+                for rec in table.get(b, ()):
+                    if (rec[_LO] < hi and lo < rec[_HI] and rec[_CORE] == core and rec[_PIPE] != pipe
+                            and vc[rec[_PIPE]] < rec[_EPOCH]
+                            and (not rec[_PITCH] or _overlap(rec, lo, hi, 0, 0, 1))):
+                        out.add(rec[_PIPE])
+        return out
+
     def _race(self, rec, lo, hi, write, core, pipe, site, op, mode) -> None:
         kind = "WAW" if (write and rec[_W]) else ("RAW" if not write else "WAR")
         a, b = Pipe(rec[_PIPE]), Pipe(pipe)

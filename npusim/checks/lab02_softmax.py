@@ -213,7 +213,8 @@ def softmax(kernel) -> None:
         x = _rows(kind, rows, cols, tile, dt, rng)
         y = np.full_like(x, np.nan)
         case = {"values": kind, "rows": rows, "cols": cols, "tile": tile, "dtype": np.dtype(dt).name}
-        run = run_kernel(name, kernel, 1, x, y, rows, cols, tile, case=case,
+        # auto_sync=False: the exercise writes the V -> S flag by hand, so a missing one must be caught
+        run = run_kernel(name, kernel, 1, x, y, rows, cols, tile, case=case, auto_sync=False,
                          explain=masked if kind == "a fully masked row" else explain)
         want = _softmax_ref(x)
         fp16 = np.dtype(dt) == np.float16

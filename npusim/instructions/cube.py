@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import costs, numerics
 from ..dtypes import NAMES
 from ..core import current
@@ -9,6 +11,7 @@ from ..errors import DtypeError, OutOfBoundsError, UsageError
 from ..params import MmadParams
 from ..pipes import Pipe
 from ..sanitizer import call_site, describe_tensor, format_site
+from ..tensor import LocalTensor
 from ._access import check_align, local, touch
 
 M = int(Pipe.M)
@@ -27,10 +30,12 @@ def _operand(t, fractals, logical):
     return x
 
 
-def mmad(dst, a, b, params: MmadParams | None = None, *, m: int | None = None, n: int | None = None,
-         k: int | None = None, accumulate: bool = False) -> None:
+def mmad(dst, a, b, params=None, bias_params: MmadParams | None = None, *, m: int | None = None,
+         n: int | None = None, k: int | None = None, accumulate: bool = False) -> None:
     """Mmad: ``dst[m, n] = a[m, k] @ b[k, n]`` (or ``+=`` with ``accumulate=True`` /
-    ``MmadParams(cmatrix_init_val=False)``).
+    ``MmadParams(cmatrix_init_val=False)`` / ``is_bias``). ``mmad(dst, a, b, bias, params)`` is Ascend C's
+    form with a bias: ``dst = bias[None, :n] + a @ b``, the bias a float32 tensor of n values (in Ascend C
+    it sits in the bias table, C2, after a copy L1 -> C2; npusim reads it from L1).
 
     Layouts: ``a`` in L0A as ZZ fractals (M1, K1, 16, K0), ``b`` in L0B as ZN (K1, N1, 16, K0), ``dst`` in
     L0C as NZ (N1, M1, 16, 16). Type pairs: fp16/bf16 -> fp32, int8 -> int32, fp32 -> fp32 (A2 only), and
@@ -39,8 +44,22 @@ def mmad(dst, a, b, params: MmadParams | None = None, *, m: int | None = None, n
     core = current()
     site = call_site()
     op = "mmad"
+    bias = None
+    if isinstance(params, LocalTensor):
+        bias, params = params, bias_params
+        if not isinstance(params, MmadParams):
+            raise UsageError(f"{op}: with a bias, the fifth argument must be MmadParams, not {params!r}",
+                             hint="mmad(c_l0, a_l0, b_l0, bias_l1, MmadParams(m, n, k)), as Mmad(dst, fm, filter, "
+                                  "bias, params)")
+    elif bias_params is not None:
+        raise UsageError(f"{op}: a fifth argument is the MmadParams of the bias form; the fourth must then be the "
+                         f"bias tensor, not {params!r}",
+                         hint="mmad(dst, a, b, params) or mmad(dst, a, b, bias, params)")
     if params is not None:
-        m, n, k, accumulate = params.m, params.n, params.k, not params.cmatrix_init_val
+        if not isinstance(params, MmadParams):
+            raise UsageError(f"{op}: the fourth argument must be MmadParams (or the bias tensor), not {params!r}",
+                             hint="mmad(c_l0, a_l0, b_l0, MmadParams(m, n, k)) or mmad(..., m=, n=, k=)")
+        m, n, k, accumulate = params.m, params.n, params.k, params.accumulate
     if None in (m, n, k):
         raise UsageError(f"{op}: the sizes are missing", hint="pass MmadParams(m, n, k) or m=, n=, k=")
     for name, v in (("m", m), ("n", n), ("k", k)):
@@ -93,13 +112,27 @@ def mmad(dst, a, b, params: MmadParams | None = None, *, m: int | None = None, n
                                         f"{ind}): a needs ceil(m/16)*16 x ceil(k/K0)*K0, b ceil(k/K0)*K0 x "
                                         f"ceil(n/16)*16, the L0C tensor ceil(m/16)*16 x ceil(n/16)*16 elements",
                                    where=format_site(site), tensor=t.name)
+    if bias is not None:
+        local(bias, op, "bias", ("L1",))
+        if NAMES[bias.dtype] != "float32" or acc != "float32":
+            raise DtypeError(f"{op}: the bias must be float32 for a float32 result, not {describe_tensor(bias)} "
+                             f"(result {acc})", hint="copy the bias into an L1 tensor allocated as float32",
+                             where=format_site(site))
+        bias.check_usable(op, site, 0, n)
     if core.check:
         vc = core.epoch(M)
+        if bias is not None:
+            touch(core, bias, 0, n, False, M, vc, site, op)
         touch(core, a, 0, m1 * k1 * 16 * k0, False, M, vc, site, op)
         touch(core, b, 0, k1 * n1 * 16 * k0, False, M, vc, site, op)
-        if accumulate:  # += reads L0C: the first K step must write it (initcheck)
+        if accumulate and bias is None:  # += reads L0C: the first K step must write it (initcheck)
             touch(core, dst, 0, m1 * n1 * 256, False, M, vc, site, op)
         touch(core, dst, 0, m1 * n1 * 256, True, M, vc, site, op)
+    if bias is not None:   # C starts from the bias row (cmatrixSource = bias table), then accumulates
+        row = np.zeros(n1 * 16, np.float32)
+        row[:n] = bias.view()[:n]
+        dst.view()[:m1 * n1 * 256].reshape(n1, m1, 16, 16)[...] = row.reshape(n1, 1, 1, 16)
+        accumulate = True
     a_zz = a.view()[:m1 * k1 * 16 * k0].reshape(m1, k1, 16, k0)
     b_zn = b.view()[:k1 * n1 * 16 * k0].reshape(k1, n1, 16, k0)
     numerics.mmad(dst.view()[:m1 * n1 * 256].reshape(n1, m1, 16, 16), a_zz, b_zn, k, accumulate,

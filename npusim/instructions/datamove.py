@@ -1,4 +1,4 @@
-"""Data movement: DataCopy (GM<->UB, GM->L1, ND->NZ), DataCopyPad, LoadData 2D/3D, Fixpipe."""
+"""Data movement: DataCopy (GM<->UB, GM->L1, ND->NZ), DataCopyPad, LoadData 2D/3D (Fixpipe: fixpipe.py)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,8 @@ import numpy as np
 
 from .. import costs
 from ..core import current
-from ..dtypes import NAMES
 from ..errors import AlignmentError, DtypeError, OutOfBoundsError, UsageError, report
-from ..numerics import RoundMode, cast
-from ..params import (DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, FixpipeParams,
-                      LoadData2DParams, LoadData3DParams, Nd2NzParams)
+from ..params import DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, LoadData2DParams, LoadData3DParams, Nd2NzParams
 from ..pipes import Pipe
 from ..sanitizer import call_site, describe_tensor, format_site
 from ..tensor import GlobalTensor, LocalTensor
@@ -334,8 +331,9 @@ def data_copy_pad(dst, src, params, pad_params: DataCopyPadExtParams | None = No
         dbuf, dbase, _ = _raw(dst)
         d = _strided(dbuf, dbase, p.block_count, ub_blk, ub_pitch).reshape(p.block_count, ub_blk)
         left = pad.left_padding * isz
-        if pad.is_pad:
-            fill = np.full(ub_blk // isz, pad.padding_value, dtype=dst.dtype).view(np.uint8)
+        pad_value = pad.padding_value if pad.is_pad else core.__dict__.get("_pad_value")
+        if pad_value is not None:   # is_pad's value, else the one set_pad_value set (SetPadValue)
+            fill = np.full(ub_blk // isz, pad_value, dtype=dst.dtype).view(np.uint8)
             d[...] = fill
         d[:, left:left + p.block_len] = _strided(sbuf, sbase, p.block_count, p.block_len,
                                                  gm_pitch).reshape(p.block_count, p.block_len)
@@ -377,6 +375,9 @@ def _nd2nz(core, dst, src, p: Nd2NzParams, site) -> None:
     if n < 1 or d < 1 or p.nd_num < 1:
         raise UsageError(f"{op}: n_value, d_value and nd_num must be >= 1, got {p}",
                          hint="n_value is the rows, d_value the columns of each ND matrix; skip empty tiles")
+    if p.dst_nz_n_stride != 1:
+        raise UsageError(f"{op}: dst_nz_n_stride {p.dst_nz_n_stride} is not modelled (only 1: rows follow each other)",
+                         hint="Nd2NzParams{ndNum, nValue, dValue, srcNdMatrixStride, srcDValue, dstNzC0Stride, 1, ...}")
     isz = src.dtype.itemsize
     c0 = 32 // isz
     src_d = p.src_d_value or d
@@ -582,77 +583,9 @@ def load_data_3d(dst: LocalTensor, src: LocalTensor, params: LoadData3DParams) -
     core.add_bytes("L1->L0A", nbytes)
 
 
-def fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParams) -> None:
-    """Fixpipe (A2, PIPE_FIX): drain an m x n NZ result from L0C to ND rows in GM, with an optional
-    per-tensor/per-channel dequant scale, a cast to ``dst``'s dtype (round to nearest even) and ReLU."""
+def set_pad_value(value) -> None:
+    """SetPadValue: the value data_copy_pad writes into the padding of blocks whose DataCopyPadExtParams
+    has ``is_pad`` False (before it, the padding holds whatever UB held)."""
     core = current()
-    site = call_site()
-    op = "fixpipe"
-    if not core.cfg.has_fixpipe:
-        raise UsageError(f"{op}: the '{core.cfg.name}' core has no Fixpipe",
-                         hint="move L0C -> UB with data_copy(ub_tensor, l0c_tensor, count) on the vector pipe, "
-                              "then UB -> GM")
-    local(src, op, "source", ("L0C",))
-    if not isinstance(dst, GlobalTensor):
-        raise UsageError(f"{op}: destination must be a GlobalTensor (L0C -> GM), not "
-                         f"{describe_tensor(dst) if isinstance(dst, LocalTensor) else type(dst).__name__}",
-                         hint="fixpipe(c_gm[offset:], c_l0c, FixpipeParams(m, n, dst_stride=row_length))")
-    p = params
-    m, n = p.m, p.n
-    if m < 1 or n < 1:
-        raise UsageError(f"{op}: m and n must be >= 1, got m={m}, n={n}",
-                         hint="skip the drain of an empty tile")
-    src_m = p.src_stride or -(-m // 16) * 16
-    if src_m % 16 or src_m < m:
-        raise UsageError(f"{op}: src_stride ({src_m}) must be a multiple of 16 and >= m ({m})",
-                         hint="src_stride is the rows of the NZ tile in L0C (m rounded up to 16); leave it 0")
-    dst_stride = p.dst_stride or n
-    n1 = -(-n // 16)
-    sdt, ddt = NAMES[src.dtype], NAMES[dst.dtype]
-    if sdt == "float32" and ddt not in ("float16", "bfloat16", "float32"):
-        raise DtypeError(f"{op}: float32 results convert to float16, bfloat16 or float32, not {ddt} (GM "
-                         f"'{dst.name}')", hint="pass a float16, bfloat16 or float32 output array",
-                         where=format_site(site))
-    if sdt == "int32" and ddt not in ("float16", "int32", "float32", "bfloat16"):
-        raise DtypeError(f"{op}: int32 results convert to float16/bfloat16/float32 (with deq_scale) or stay "
-                         f"int32, not {ddt} (GM '{dst.name}')",
-                         hint="pass an int32 output array, or a float one with FixpipeParams(deq_scale=...)",
-                         where=format_site(site))
-    if sdt == "float16" and ddt != "float16":
-        raise DtypeError(f"{op}: an fp16 accumulator drains as float16 only, not {ddt} (GM '{dst.name}')",
-                         hint="pass a float16 output array, or accumulate in float32", where=format_site(site))
-    src.check_usable(op, site, 0, n1 * src_m * 16)
-    osz = dst.dtype.itemsize
-    dst.check_range(0, (m - 1) * dst_stride + n, op, site)
-    pipe = FIX
-    scale = p.deq_scale
-    if isinstance(scale, LocalTensor):
-        local(scale, op, "deq_scale", ("L1",))
-        scale.check_usable(op, site, 0, n)
-        if NAMES[scale.dtype] != "float32":
-            raise DtypeError(f"{op}: deq_scale must be float32, not {describe_tensor(scale)}",
-                             hint="copy the scales into an L1 tensor allocated as float32",
-                             where=format_site(site))
-    if core.check:
-        vc = core.epoch(pipe)
-        touch_bytes(core, src, 0, n1 * src_m * 16 * src.dtype.itemsize, False, pipe, vc, site, op)
-        if isinstance(scale, LocalTensor):
-            touch_bytes(core, scale, 0, n * 4, False, pipe, vc, site, op)
-        touch_bytes(core, dst, 0, ((m - 1) * dst_stride + n) * osz, True, pipe, vc, site, op,
-                    dst_stride * osz, n * osz, m)
-    nz = src.view()[:n1 * src_m * 16].reshape(n1, src_m, 16)
-    res = nz.transpose(1, 0, 2).reshape(src_m, n1 * 16)[:m, :n]
-    if scale is not None:
-        sv = scale.view()[:n] if isinstance(scale, LocalTensor) else np.float32(scale)
-        res = (res.astype(np.float64) * sv).astype(np.float32)
-    if p.relu:
-        res = np.maximum(res, res.dtype.type(0))
-    out = cast(res, dst.dtype, RoundMode.CAST_RINT) if res.dtype != dst.dtype else res
-    _view(dst.buf.raw, dst.offset * osz, (m, n), (dst_stride * osz, osz), dst.dtype)[...] = out
-    l0c_bytes = src_m * n1 * 16 * src.dtype.itemsize
-    cfg = core.cfg
-    cost = core.memsys.write(core, dst, _gm_offset(dst), m, n * osz, dst_stride * osz,
-                             floor=cfg.gm_startup_cycles + l0c_bytes / cfg.fixpipe_bytes_per_cycle,
-                             rate=cfg.fixpipe_bytes_per_cycle)
-    core.issue(pipe, cost, op + ("+relu" if p.relu else ""), m * n * osz, site)
-    core.add_bytes("L0C->GM", m * n * osz)
+    core.scalar_issue()
+    core.__dict__["_pad_value"] = value

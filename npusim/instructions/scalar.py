@@ -1,7 +1,9 @@
 """GetValue/SetValue: one element read or written by the scalar unit (PIPE_S).
 
 The scalar unit reaches UB and GM through its data cache; data written by another pipe needs a flag
-(e.g. HardEvent.V_S) before the scalar may read it, and the other way round (S_V, S_MTE3).
+(e.g. HardEvent.V_S) before the scalar may read it, and the other way round (S_V, S_MTE3). With
+``launch(..., auto_sync=True)`` (the default, as the compiler's ``--cce-auto-sync``) those flags are
+inserted as the compiler inserts them (:mod:`npusim.instructions.autosync`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from ..errors import UsageError
 from ..sanitizer import call_site, describe_tensor
 from ..tensor import GlobalTensor, install_scalar_unit
 from ._access import touch
+from .autosync import after_scalar_write, before_scalar_access
 
 S = 0
 
@@ -42,6 +45,8 @@ def scalar_get(t, index: int):
     core = current()
     site = call_site()
     index = _check(t, index, "get_value", site)
+    if core.auto_sync:
+        before_scalar_access(core, t, index, False, site)
     if core.check:
         vc = core.epoch(S)
         touch(core, t, index, 1, False, S, vc, site, "get_value")
@@ -59,8 +64,12 @@ def scalar_set(t, index: int, value) -> None:
     core = current()
     site = call_site()
     index = _check(t, index, "set_value", site)
+    if core.auto_sync:
+        before_scalar_access(core, t, index, True, site)
     if core.check:
         touch(core, t, index, 1, True, S, core.epoch(S), site, "set_value")
+        if core.auto_sync:
+            after_scalar_write(core)
     core.scalar_op(costs.scalar_access_cycles(core.cfg), "set_value", site)
     _arr(t)[index] = np.asarray(value).astype(t.dtype)
 

@@ -538,7 +538,7 @@ def test_get_value_on_int_tensors_returns_int_and_checks_bounds():
     assert out == [3] and isinstance(out[0], int)
 
 
-def test_get_value_without_v_s_flag_is_a_race():
+def test_get_value_without_v_s_flag_is_a_race_without_auto_sync():
     @ns.kernel
     def k(x):
         pipe = ns.TPipe()
@@ -549,4 +549,4 @@ def test_get_value_without_v_s_flag_is_a_race():
         t.get_value(0)
 
     with pytest.raises(ns.RaceError, match=r"RAW hazard.*PIPE_S read \(get_value\).*PIPE_V write \(duplicate\)"):
-        ns.launch(k, 1, np.zeros(16, np.float32))
+        ns.launch(k, 1, np.zeros(16, np.float32), auto_sync=False)
