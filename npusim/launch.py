@@ -1,7 +1,10 @@
 """Launching a kernel on ``block_dim`` blocks: functional execution, timing and sanitizer in one run.
 
 Blocks run one after another in Python. Block ``b`` runs on physical core ``b % active_cores`` and
-starts when that core's previous block ended, so a launch with more blocks than cores runs in waves.
+starts when that core's previous block ended, so a launch with more blocks than cores runs in waves. On a
+chip with separate Cube and Vector cores (``a2``) the kernel type says which cores those are
+(:mod:`npusim.cores`): up to 48 AIV for a vector kernel, 24 AIC for a Cube kernel, an AIC and two AIV per
+block for a mix kernel.
 The cores share one L2 and one HBM budget (:mod:`npusim.memsys`); the L2 starts cold unless a cache is
 passed on (``l2=``, or inside ``with npusim.shared_l2():``).
 """
@@ -16,7 +19,9 @@ from typing import Any, Callable
 import numpy as np
 
 from .config import HardwareConfig, get_config
+from .chipsync import ChipSync
 from .core import Core, run_on
+from .cores import plan as plan_launch
 from .errors import UsageError
 from .l2 import L2Cache, current_shared
 from .interleave import Interleaver
@@ -46,7 +51,7 @@ class LaunchResult:
 
 def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConfig | str | None = None,
            sanitize: str = "error", l2: L2Cache | None = None, algorithmic_macs: int | None = None,
-           **kwargs: Any) -> LaunchResult:
+           kernel_type: str | None = None, **kwargs: Any) -> LaunchResult:
     """Run ``kernel_fn(*args, **kwargs)`` on ``block_dim`` blocks (``kernel<<<block_dim>>>(args)``).
 
     Numpy arrays among the arguments become :class:`GlobalTensor` in GM and are updated in place.
@@ -56,6 +61,8 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     filled (default: the one of an enclosing :func:`npusim.shared_l2`, else a cold one).
     ``algorithmic_macs``: the operation's useful multiply-accumulates when the kernel's Mmads include
     padding or helper products (e.g. a convolution's zero channels), for ``Profile.mac_utilization``.
+    ``kernel_type``: ``"aiv_only"``, ``"aic_only"``, ``"mix_aic_1_2"`` or ``"coupled"`` (Ascend C's
+    KERNEL_TYPE_*), which cores of a split chip the blocks run on; None infers it (:mod:`npusim.cores`).
     The kernel runs with numpy's floating-point warnings off: inf and NaN are the hardware's answer.
     """
     # a launch allocates many small records (timeline, tracker) and no cyclic garbage: the cyclic collector,
@@ -64,14 +71,14 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     collect = gc.isenabled()
     gc.disable()
     try:
-        return _run_launch(kernel_fn, block_dim, args, kwargs, config, sanitize, l2, algorithmic_macs)
+        return _run_launch(kernel_fn, block_dim, args, kwargs, config, sanitize, l2, algorithmic_macs, kernel_type)
     finally:
         if collect:
             gc.enable()
 
 
 def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, config, sanitize: str,
-                l2: L2Cache | None, algorithmic_macs: int | None) -> LaunchResult:
+                l2: L2Cache | None, algorithmic_macs: int | None, kernel_type: str | None) -> LaunchResult:
     cfg = get_config(config)
     if not isinstance(block_dim, (int, np.integer)) or block_dim < 1 or block_dim > 65535:
         raise UsageError(f"block_dim must be an int in 1..65535, got {block_dim!r}",
@@ -108,14 +115,19 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
         else:
             new_args.append(value)
 
-    active = min(block_dim, cfg.num_cores)
+    plan = plan_launch(cfg, kernel_fn, block_dim, kernel_type)
+    active = plan.active
+    n_units = plan.n_units
     memsys = MemorySystem(cfg, active, l2 if l2 is not None else current_shared())
     for buf in gm.values():
         memsys.register(buf)
+    chip = ChipSync(plan, [buf.tracker for buf in gm.values()])
 
     def run_block(b: int, t0: float) -> tuple[Core, float]:
         core = Core(cfg, b, block_dim, active, sanitize, t0=t0)
         core.memsys = memsys
+        core.kind, core.kernel_block_idx, core.sub_block = plan.unit(b)
+        core.plan, core.chip = plan, chip
         run_on(core)
         with np.errstate(all="ignore"):   # once per kernel (and in its own thread), not per instruction
             kernel_fn(*new_args, **new_kwargs)
@@ -126,10 +138,11 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
         if active > 1:   # cores run at the same time: interleave their GM accesses in time order
             sched = Interleaver()
             memsys.sync = sched.sync
-            cores = sched.run(block_dim, active, run_block)
+            chip.sched = sched
+            cores = sched.run(n_units, active, run_block, chip.deadlock)
         else:            # one core: its blocks run one after another anyway
             cores, t = {}, 0.0
-            for b in range(block_dim):
+            for b in range(n_units):
                 cores[b], t = run_block(b, t)
     finally:
         run_on(prev)
@@ -143,7 +156,7 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
     cube_ideal = vec_ideal = 0.0
     vec_ops = 0
     cube_dtype = None
-    for b in range(block_dim):
+    for b in range(n_units):
         core = cores[b]
         block_start.append(core.t0)
         block_end.append(max(max(core.pipe_free), core.scalar_t))
@@ -175,5 +188,5 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
         issued_macs=issued, algorithmic_macs=macs if algorithmic_macs is None else int(algorithmic_macs),
         l2_hit_bytes=memsys.l2_hit_bytes, l2_miss_bytes=memsys.l2_miss_bytes,
         hbm_read_bytes=memsys.hbm_read_bytes, hbm_write_bytes=memsys.hbm_write_bytes,
-        hbm_drain_cycles=memsys.drained)
+        hbm_drain_cycles=memsys.drained, kernel_type=plan.kernel_type, cores=active)
     return LaunchResult({k: v.array for k, v in gm.items()}, profile)

@@ -160,7 +160,7 @@ def _overlap(r, lo: int, hi: int, pitch: int, blen: int, n: int) -> bool:
 class AccessTracker:
     """Recent accesses to one memory (a core's UB/L1/L0x, or one GM buffer), bucketed by address."""
 
-    __slots__ = ("name", "shift", "reads", "writes", "memory", "init", "seq")
+    __slots__ = ("name", "shift", "reads", "writes", "memory", "init", "seq", "order")
 
     def __init__(self, name: str, nbytes: int, memory=None, init=None):
         self.name = name
@@ -172,6 +172,9 @@ class AccessTracker:
         self.memory = memory  # the on-chip npusim.core.Memory (buffer names and owners), None for GM
         self.init = init  # npusim.initcheck.InitMap of the memory, or None
         self.seq = 0
+        # GM: what cross-core syncs order (npusim.chipsync): {"barrier": seq} orders every earlier record,
+        # {(core, other): seq} the other core's records up to seq before this core's later accesses
+        self.order: dict | None = None
 
     def access(self, lo: int, hi: int, write: bool, core: int, pipe: int, vc, epoch: int,
                site, op: str, mode: str, pitch: int = 0, blen: int = 0, nblk: int = 1,
@@ -226,6 +229,8 @@ class AccessTracker:
         if found:
             # the latest conflicting access first: what orders this one after it is the fix to suggest
             for r in sorted(found.values(), key=lambda r: r[_SEQ], reverse=True):
+                if r[_CORE] != core and self._ordered(r, core, write, op):
+                    continue
                 self._race(r, lo, hi, write, core, pipe, site, op, mode)
         self.seq = seq = self.seq + 1
         rec = (lo, hi, write, core, pipe, epoch, site, op, pitch, blen, nblk, seq)
@@ -249,6 +254,17 @@ class AccessTracker:
                     table[b] = lst = keep
             lst.append(rec)
 
+    def _ordered(self, rec, core: int, write: bool, op: str) -> bool:
+        """Whether another core's record is ordered before this access: both atomic writes, or a SyncAll
+        or a cross-core flag between them (see ``order``)."""
+        if write and rec[_W] and "(atomic" in op and "(atomic" in rec[_OP]:
+            return True
+        order = self.order
+        if order is None:
+            return False
+        seq = rec[_SEQ]
+        return seq <= order.get("barrier", 0) or seq <= order.get((core, rec[_CORE]), 0)
+
     def _race(self, rec, lo, hi, write, core, pipe, site, op, mode) -> None:
         kind = "WAW" if (write and rec[_W]) else ("RAW" if not write else "WAR")
         a, b = Pipe(rec[_PIPE]), Pipe(pipe)
@@ -262,9 +278,10 @@ class AccessTracker:
                    f"block {core} {b.label} {verb_new} ({op}) at {format_site(site)} overlaps "
                    f"block {rec[_CORE]} {a.label} {verb_old} ({rec[_OP]}) at {format_site(rec[_SITE])}")
             if (rec[_LO], rec[_HI]) == (lo, hi):
-                hint = ("every block touches the same bytes: a reduction across blocks, and blocks cannot wait "
-                        "for one another within a launch. Write one partial result per block (e.g. at "
-                        "offset get_block_idx() * n) and combine the partials in a second launch or on the host")
+                hint = ("every block touches the same bytes: a reduction across blocks. Accumulate with "
+                        "set_atomic_add(dtype) before the copy to GM (atomic writes do not race), order the "
+                        "blocks with sync_all(), or write one partial result per block (at offset "
+                        "get_block_idx() * n) and combine the partials in a second launch")
             else:
                 hint = ("give every block its own part of the tensor: offsets from get_block_idx() must not "
                         "overlap, and the last block must stop at the end")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import costs
+from ..chipsync import atomic_op, store
 from ..core import current
 from ..dtypes import NAMES
 from ..errors import AlignmentError, DtypeError, OutOfBoundsError, UsageError, report
@@ -98,15 +99,21 @@ def _move(core, dst, src, nblk, blen, src_pitch, dst_pitch, route, op, site) -> 
     """Copy ``nblk`` blocks of ``blen`` bytes; the common body of every DataCopy form."""
     pipe, path = route
     smem, dmem = path.split("->")
+    to_gm = dmem == "GM"
     if core.check:
         vc = core.epoch(pipe)
         end_s = (nblk - 1) * src_pitch + blen
         end_d = (nblk - 1) * dst_pitch + blen
         touch_bytes(core, src, 0, end_s, False, pipe, vc, site, op, src_pitch, blen, nblk)
-        touch_bytes(core, dst, 0, end_d, True, pipe, vc, site, op, dst_pitch, blen, nblk)
+        touch_bytes(core, dst, 0, end_d, True, pipe, vc, site, atomic_op(core, op) if to_gm else op, dst_pitch,
+                    blen, nblk)
     sbuf, sbase, _ = _raw(src)
     dbuf, dbase, _ = _raw(dst)
-    np.copyto(_strided(dbuf, dbase, nblk, blen, dst_pitch), _strided(sbuf, sbase, nblk, blen, src_pitch))
+    d, s = _strided(dbuf, dbase, nblk, blen, dst_pitch), _strided(sbuf, sbase, nblk, blen, src_pitch)
+    if to_gm:
+        store(core, d, s, dst.dtype, site)
+    else:
+        np.copyto(d, s)
     total = nblk * blen
     cost = _route_cost(core, path, src, dst, nblk, blen, src_pitch, dst_pitch, total)
     core.issue(pipe, cost, op, total, site)
@@ -163,7 +170,7 @@ def _fast_copy(core, dst, src, count: int, site) -> bool:
     its messages."""
     if type(src) is GlobalTensor and type(dst) is LocalTensor:
         g, loc, load = src, dst, True
-    elif type(src) is LocalTensor and type(dst) is GlobalTensor:
+    elif type(src) is LocalTensor and type(dst) is GlobalTensor and core.atomic is None:
         g, loc, load = dst, src, False
     else:
         return False
@@ -323,11 +330,11 @@ def data_copy_pad(dst, src, params, pad_params: DataCopyPadExtParams | None = No
             touch_bytes(core, src, 0, (p.block_count - 1) * ub_pitch + p.block_len, False, pipe, vc, site,
                         "data_copy_pad", ub_pitch, p.block_len, p.block_count)
             touch_bytes(core, dst, 0, (p.block_count - 1) * gm_pitch + p.block_len, True, pipe, vc, site,
-                        "data_copy_pad", gm_pitch, p.block_len, p.block_count)
+                        atomic_op(core, "data_copy_pad"), gm_pitch, p.block_len, p.block_count)
         sbuf, sbase, _ = _raw(src)
         dbuf, dbase, _ = _raw(dst)
-        np.copyto(_strided(dbuf, dbase, p.block_count, p.block_len, gm_pitch),
-                  _strided(sbuf, sbase, p.block_count, p.block_len, ub_pitch))
+        store(core, _strided(dbuf, dbase, p.block_count, p.block_len, gm_pitch),
+              _strided(sbuf, sbase, p.block_count, p.block_len, ub_pitch), dst.dtype, site)
         cost = core.memsys.write(core, dst, _gm_offset(dst), p.block_count, p.block_len, gm_pitch)
     total = p.block_count * p.block_len
     core.issue(pipe, cost, "data_copy_pad", total, site)
@@ -610,7 +617,7 @@ def fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParams) -> None:
         touch_bytes(core, src, 0, n1 * src_m * 16 * src.dtype.itemsize, False, pipe, vc, site, op)
         if isinstance(scale, LocalTensor):
             touch_bytes(core, scale, 0, n * 4, False, pipe, vc, site, op)
-        touch_bytes(core, dst, 0, ((m - 1) * dst_stride + n) * osz, True, pipe, vc, site, op,
+        touch_bytes(core, dst, 0, ((m - 1) * dst_stride + n) * osz, True, pipe, vc, site, atomic_op(core, op),
                     dst_stride * osz, n * osz, m)
     nz = src.view()[:n1 * src_m * 16].reshape(n1, src_m, 16)
     res = nz.transpose(1, 0, 2).reshape(src_m, n1 * 16)[:m, :n]
@@ -620,7 +627,8 @@ def fixpipe(dst: GlobalTensor, src: LocalTensor, params: FixpipeParams) -> None:
     if p.relu:
         res = np.maximum(res, res.dtype.type(0))
     out = cast(res, dst.dtype, RoundMode.CAST_RINT) if res.dtype != dst.dtype else res
-    _view(dst.buf.raw, dst.offset * osz, (m, n), (dst_stride * osz, osz), dst.dtype)[...] = out
+    store(core, _view(dst.buf.raw, dst.offset * osz, (m, n), (dst_stride * osz, osz), dst.dtype), out, dst.dtype,
+          site)
     l0c_bytes = src_m * n1 * 16 * src.dtype.itemsize
     cfg = core.cfg
     cost = core.memsys.write(core, dst, _gm_offset(dst), m, n * osz, dst_stride * osz,
