@@ -24,8 +24,9 @@ The numbers behind the model are in ``docs/hardware.md`` and ``docs/cost-model.m
 
 from . import costs, formats, numerics
 from .config import PRESETS, HardwareConfig, a2, classic, get_config
-from .chipsync import (cross_core_set_flag, cross_core_wait_flag, set_atomic_add, set_atomic_max, set_atomic_min,
-                       set_atomic_none, sync_all)
+from .chipsync import (cross_core_set_flag, cross_core_wait_flag, init_determine_compute_workspace,
+                       notify_next_block, set_atomic_add, set_atomic_max, set_atomic_min, set_atomic_none, sync_all,
+                       wait_pre_block)
 from .core import get_block_idx, get_block_num, get_core_config
 from .cores import (ascend_is_aic, ascend_is_aiv, get_core_num_aic, get_core_num_aiv, get_sub_block_idx,
                     get_sub_block_num)
@@ -62,7 +63,8 @@ __all__ = [
     "Profile", "costs", "formats", "numerics", "show_internals", *_instructions,
     "sync_all", "cross_core_set_flag", "cross_core_wait_flag", "set_atomic_add", "set_atomic_max", "set_atomic_min",
     "set_atomic_none", "ascend_is_aiv", "ascend_is_aic", "get_sub_block_idx", "get_sub_block_num",
-    "get_core_num_aiv", "get_core_num_aic",
+    "get_core_num_aiv", "get_core_num_aic", "init_determine_compute_workspace", "wait_pre_block",
+    "notify_next_block",
 ]
 
 _install_tracebacks()  # in a notebook, simulator errors show the learner's frames only

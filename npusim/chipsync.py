@@ -44,6 +44,7 @@ class ChipSync:
         self.arrived: dict[bool, list] = {True: [], False: []}   # aiv_only -> [(unit, time)] of this round
         self.pending: dict[tuple[int, int], list] = {}   # (unit, flag) -> [(mode, time, setter, seqs)]
         self.waiting: dict[int, str] = {}    # unit -> what it waits for (for the hang message)
+        self.chain_started = False           # init_determine_compute_workspace has run
 
     # --- who takes part -------------------------------------------------------------------------
     def _kind(self, u: int):
@@ -127,6 +128,9 @@ class ChipSync:
         u, plan = core.block_idx, self.plan
         if mode == 0:
             return self._same_kind(u)
+        if mode == "chain":   # notify_next_block: the next unit of this kind, the first after the last
+            same = self._same_kind(u)
+            return [same[(same.index(u) + 1) % len(same)]]
         if plan.kernel_type != MIX:
             raise UsageError(f"cross_core_set_flag mode {mode} orders the cores inside one AI core: it needs a "
                              f"mix_aic_1_2 kernel, this one runs as {plan.kernel_type}",
@@ -156,9 +160,12 @@ class ChipSync:
                                  hint="wait for the flag on the other core before setting it again"), core.mode)
             if v in self.waiting and v != core.block_idx:
                 self.sched.wake(v, t)
-        core.records.append((int(pipe), t, t, f"cross_core_set_flag({flag})", 0, site))
+        core.records.append((int(pipe), t, t, "notify_next_block" if mode == "chain" else
+                             f"cross_core_set_flag({flag})", 0, site))
 
-    def _need(self, u: int, mode: int) -> int:
+    def _need(self, u: int, mode) -> int:
+        if mode == "chain":
+            return 1
         if mode == 0:
             return len(self._same_kind(u))
         if mode == 1:
@@ -173,14 +180,15 @@ class ChipSync:
             q = self.pending.get(key, [])
             if q and len(q) >= self._need(u, q[0][0]):
                 break
-            self._block(core, f"cross_core_wait_flag({flag})", site)
+            self._block(core, "wait_pre_block" if flag == "chain" else f"cross_core_wait_flag({flag})", site)
         took = q[:self._need(u, q[0][0])]
         del q[:len(took)]
         t = max(s[1] for s in took)
         for _, _, setter, seqs in took:
             self._order_after(u, setter, seqs)
         core.wait_until(int(pipe), t, None)
-        core.records.append((int(pipe), t, t, f"cross_core_wait_flag({flag})", 0, site))
+        core.records.append((int(pipe), t, t, "wait_pre_block" if flag == "chain" else
+                             f"cross_core_wait_flag({flag})", 0, site))
 
 
 # --- the kernel's API ----------------------------------------------------------------------------
@@ -188,12 +196,57 @@ def _chip(core):
     return core.chip
 
 
-def sync_all(aiv_only: bool = True) -> None:
+def sync_all(gm_workspace=None, ub_workspace=None, aiv_only: bool = True) -> None:
     """SyncAll: wait until every core of the launch has reached this point (all pipes drained).
 
-    In a ``mix_aic_1_2`` kernel ``aiv_only=True`` (Ascend C's default ``SyncAll<true>``) syncs the AIVs only."""
+    ``sync_all()`` is the hardware form; ``sync_all(gm_workspace, ub_workspace)`` the software form, whose
+    int32 workspaces (GM: ``8 * block_num`` elements the host zeroed; UB: as many) npusim checks but does
+    not use: it times both forms alike. In a ``mix_aic_1_2`` kernel ``aiv_only=True`` (Ascend C's default
+    ``SyncAll<true>``) syncs the AIVs only."""
     core = current()
-    _chip(core).sync_all(core, bool(aiv_only), call_site())
+    site = call_site()
+    if gm_workspace is not None or ub_workspace is not None:
+        _check_workspaces(core, gm_workspace, ub_workspace, "sync_all", 8 * core.block_num)
+    _chip(core).sync_all(core, bool(aiv_only), site)
+
+
+def _check_workspaces(core, gm, ub, what: str, need: int) -> None:
+    from .tensor import GlobalTensor, LocalTensor
+
+    if not isinstance(gm, GlobalTensor) or not isinstance(ub, LocalTensor):
+        raise UsageError(f"{what}(gm_workspace, ub_workspace) takes a GlobalTensor and a LocalTensor, not "
+                         f"{type(gm).__name__} and {type(ub).__name__}",
+                         hint=f"pass both workspaces (int32, GM then UB), or neither: {what}()")
+    if len(gm) < need:
+        raise UsageError(f"{what}: the GM workspace '{gm.name}' has {len(gm)} elements; {core.block_num} blocks "
+                         f"need {need}", hint=f"allocate at least {need} int32 elements of GM workspace")
+
+
+def init_determine_compute_workspace(gm_workspace, ub_workspace) -> None:
+    """InitDetermineComputeWorkspace: start the block-by-block order of :func:`wait_pre_block` /
+    :func:`notify_next_block` (block 0 goes first)."""
+    core = current()
+    _check_workspaces(core, gm_workspace, ub_workspace, "init_determine_compute_workspace", 1)
+    core.scalar_issue()
+    chip = _chip(core)
+    if core.block_idx == 0 and not chip.chain_started:
+        chip.chain_started = True
+        chip.pending.setdefault((0, "chain"), []).append(("chain", core.scalar_t, 0, {}))
+
+
+def wait_pre_block(gm_workspace, ub_workspace) -> None:
+    """WaitPreBlock: wait until the block before this one (block ``block_num - 1`` for block 0, from its
+    second round on) has called :func:`notify_next_block`: atomic adds then run in block order."""
+    core = current()
+    _check_workspaces(core, gm_workspace, ub_workspace, "wait_pre_block", 1)
+    _chip(core).wait_flag(core, "chain", Pipe.S, call_site())
+
+
+def notify_next_block(gm_workspace, ub_workspace) -> None:
+    """NotifyNextBlock: let the next block (block 0 after the last) go on from its wait_pre_block."""
+    core = current()
+    _check_workspaces(core, gm_workspace, ub_workspace, "notify_next_block", 1)
+    _chip(core).set_flag(core, "chain", Pipe.MTE3, "chain", call_site())
 
 
 def _check_flag(flag, what: str) -> int:

@@ -68,11 +68,20 @@ def _names(fn, seen: set, depth: int) -> set[str]:
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     glob = getattr(fn, "__globals__", {})
     cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if _filled(c)]
-    for v in [glob.get(n) for n in out] + cells:
+    values = [glob.get(n) for n in out] + cells + list(getattr(fn, "__defaults__", None) or ())
+    out |= position_names(values)
+    for v in values:
         for f in _callees(v):
             if not (f.__module__ or "").startswith(_API_PREFIXES):
                 out |= _names(f, seen, depth + 1)
     return out
+
+
+def position_names(values) -> set[str]:
+    """The names of the TPositions among ``values`` (a position held in a variable, passed as an argument)."""
+    from .pipes import TPosition
+
+    return {v.name for v in values if isinstance(v, TPosition)}
 
 
 def _callees(v) -> list:
@@ -102,9 +111,10 @@ def _filled(cell) -> bool:
     return True
 
 
-def infer_kernel_type(kernel_fn: Callable) -> str:
-    """``aic_only``, ``aiv_only`` or ``coupled`` from the names ``kernel_fn`` uses (see the module docs)."""
-    names = _names(kernel_fn, set(), 0)
+def infer_kernel_type(kernel_fn: Callable, args=()) -> str:
+    """``aic_only``, ``aiv_only`` or ``coupled`` from the names ``kernel_fn`` uses and the positions among
+    its launch ``args`` (see the module docs)."""
+    names = _names(kernel_fn, set(), 0) | position_names(args)
     cube, vec = bool(names & _CUBE_NAMES), bool(names & _VECTOR_NAMES)
     if cube and vec:
         return COUPLED
@@ -140,7 +150,7 @@ class Plan:
         return f"{kind}({b})" if kind else f"block {b}"
 
 
-def plan(cfg, kernel_fn: Callable, block_dim: int, kernel_type: str | None) -> Plan:
+def plan(cfg, kernel_fn: Callable, block_dim: int, kernel_type: str | None, args=()) -> Plan:
     """The :class:`Plan` of launching ``kernel_fn`` on ``block_dim`` blocks of ``cfg``."""
     k = parse_kernel_type(kernel_type)
     inferred = k is None
@@ -151,7 +161,7 @@ def plan(cfg, kernel_fn: Callable, block_dim: int, kernel_type: str | None) -> P
                              hint="leave kernel_type out on this preset (every core has both units), or use a2")
         return Plan(COUPLED, inferred, block_dim, 1, min(block_dim, cfg.num_cores))
     if k is None:
-        k = infer_kernel_type(kernel_fn)
+        k = infer_kernel_type(kernel_fn, args)
     if k == AIV_ONLY:
         return Plan(k, inferred, block_dim, 1, min(block_dim, cfg.vector_cores))
     if k == MIX:

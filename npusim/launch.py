@@ -115,7 +115,7 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
         else:
             new_args.append(value)
 
-    plan = plan_launch(cfg, kernel_fn, block_dim, kernel_type)
+    plan = plan_launch(cfg, kernel_fn, block_dim, kernel_type, list(bound.arguments.values()))
     active = plan.active
     n_units = plan.n_units
     memsys = MemorySystem(cfg, active, l2 if l2 is not None else current_shared())

@@ -277,7 +277,11 @@ class AccessTracker:
             msg = (f"{kind} hazard between cores in {self.name}{where}, bytes [{olo:#x}, {ohi:#x}): "
                    f"block {core} {b.label} {verb_new} ({op}) at {format_site(site)} overlaps "
                    f"block {rec[_CORE]} {a.label} {verb_old} ({rec[_OP]}) at {format_site(rec[_SITE])}")
-            if (rec[_LO], rec[_HI]) == (lo, hi):
+            if ("(atomic" in op) != ("(atomic" in rec[_OP]):
+                hint = ("an atomic write and a plain access of another core are not ordered: initialise the output "
+                        "before any core adds to it (on the host, or in one block followed by sync_all()), and read "
+                        "the sum only after a sync_all()")
+            elif (rec[_LO], rec[_HI]) == (lo, hi):
                 hint = ("every block touches the same bytes: a reduction across blocks. Accumulate with "
                         "set_atomic_add(dtype) before the copy to GM (atomic writes do not race), order the "
                         "blocks with sync_all(), or write one partial result per block (at offset "
