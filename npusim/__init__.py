@@ -24,12 +24,11 @@ The numbers behind the model are in ``docs/hardware.md`` and ``docs/cost-model.m
 
 from . import costs, formats, numerics
 from .config import PRESETS, HardwareConfig, a2, classic, get_config
-from .chipsync import (cross_core_set_flag, cross_core_wait_flag, init_determine_compute_workspace,
+from .chipsync import (ascend_is_aic, ascend_is_aiv, cross_core_set_flag, cross_core_wait_flag, get_core_num_aic,
+                       get_core_num_aiv, get_sub_block_idx, get_sub_block_num, init_determine_compute_workspace,
                        notify_next_block, set_atomic_add, set_atomic_max, set_atomic_min, set_atomic_none, sync_all,
                        wait_pre_block)
 from .core import get_block_idx, get_block_num, get_core_config
-from .cores import (ascend_is_aic, ascend_is_aiv, get_core_num_aic, get_core_num_aiv, get_sub_block_idx,
-                    get_sub_block_num)
 from .dtypes import bfloat16, float16, float32, int8, int16, int32, uint8
 from .errors import (AlignmentError, CapacityError, DtypeError, NpuSimError, OutOfBoundsError, QueueError,
                      RaceError, SanitizerError, SanitizerWarning, SyncError, TensorStateError,

@@ -14,6 +14,9 @@
 A wait that can never be satisfied (a flag nobody sets, a SyncAll some core never reaches, a SyncAll with
 more blocks than cores, whose later wave cannot start) hangs the hardware; here it is a SyncError.
 Costs: :func:`npusim.costs.cross_core_flag_cycles` and :func:`npusim.costs.sync_all_cycles`.
+
+Also here: what a kernel asks about the core it runs on (:func:`ascend_is_aiv`, :func:`get_sub_block_idx`,
+:func:`get_core_num_aiv`, ...; the split itself is :mod:`npusim.cores`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import costs
+from .config import get_config
 from .core import current
 from .cores import MIX
 from .dtypes import NAMES, as_dtype
@@ -321,3 +325,42 @@ def store(core, dst: np.ndarray, src: np.ndarray, gm_dtype, site=None) -> None:
     if dst.dtype != dt:
         dst, src = dst.view(dt), src.view(dt)
     _ATOMIC_OPS[kind](dst, src, out=dst)
+
+
+# --- what a kernel asks about its core -----------------------------------------------------------
+def ascend_is_aiv() -> bool:
+    """ASCEND_IS_AIV: this copy of the kernel runs on a Vector core (True on a coupled core too)."""
+    return current().kind != "aic"
+
+
+def ascend_is_aic() -> bool:
+    """ASCEND_IS_AIC: this copy of the kernel runs on a Cube core (True on a coupled core too)."""
+    return current().kind != "aiv"
+
+
+def get_sub_block_idx() -> int:
+    """GetSubBlockIdx: which AIV of its AI core runs this copy (0 or 1; 0 on an AIC or coupled core)."""
+    return current().sub_block
+
+
+def get_sub_block_num() -> int:
+    """GetSubBlockNum: AIVs per AI core in a MIX kernel (``aiv_per_core``), else 1."""
+    core = current()
+    return core.cfg.aiv_per_core if core.plan is not None and core.plan.kernel_type == MIX else 1
+
+
+def _cfg(config):
+    from . import core
+
+    return core._current.cfg if core._current is not None and config is None else get_config(config)
+
+
+def get_core_num_aiv(config=None) -> int:
+    """GetCoreNumAiv: the chip's Vector cores (48 on a2; ``num_cores`` on a coupled chip); in a kernel those
+    of the launch's config, outside one those of ``config`` (default a2), as the host's platform query."""
+    return _cfg(config).vector_cores
+
+
+def get_core_num_aic(config=None) -> int:
+    """GetCoreNumAic: the chip's Cube cores (``num_cores``), like :func:`get_core_num_aiv`."""
+    return _cfg(config).num_cores

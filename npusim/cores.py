@@ -7,7 +7,7 @@ cores a kernel needs with its kernel type [S3 设置Kernel类型]:
 - ``aiv_only`` (KERNEL_TYPE_AIV_ONLY): one block per AIV, up to ``vector_cores`` (48) at once;
 - ``aic_only`` (KERNEL_TYPE_AIC_ONLY): one block per AIC, up to ``num_cores`` (24) at once;
 - ``mix_aic_1_2`` (KERNEL_TYPE_MIX_AIC_1_2): a block is one AIC and its two AIVs, each running the kernel
-  (branch with :func:`ascend_is_aic` / :func:`ascend_is_aiv`; :func:`get_sub_block_idx` tells the AIVs
+  (branch with ``ascend_is_aic()`` / ``ascend_is_aiv()`` of :mod:`npusim.chipsync`; ``get_sub_block_idx()`` tells the AIVs
   apart; an AIV's :func:`npusim.get_block_idx` is ``2 * block + sub_block``).
 
 ``launch(..., kernel_type=None)`` infers the type from the names the kernel's code (and the plain
@@ -34,7 +34,8 @@ _ALIASES = {"mix_aiv_1_0": AIV_ONLY, "mix_aic_1_0": AIC_ONLY}   # the pure types
 MEMORIES = {"aiv": ("UB",), "aic": ("L1", "L0A", "L0B", "L0C")}
 
 _CUBE_NAMES = frozenset({"A1", "B1", "A2", "B2", "CO1", "TSCM", "mmad", "load_data", "load_data_3d", "fixpipe"})
-_VECTOR_NAMES = frozenset({"VECIN", "VECOUT", "VECCALC", "CO2"})
+# TBuf() is VECCALC by default: it counts as Vector (TBuf(A1) then reads as both, i.e. coupled: the safe side)
+_VECTOR_NAMES = frozenset({"VECIN", "VECOUT", "VECCALC", "CO2", "TBuf"})
 # the API's own modules: their code is the simulator, not the kernel's
 _API_PREFIXES = ("npusim.instructions", "npusim.memory", "npusim.core", "npusim.tensor", "npusim.chipsync",
                  "npusim.launch", "npusim.params", "npusim.pipes", "npusim.numerics", "npusim.errors")
@@ -184,41 +185,3 @@ def check_memory(core, name: str) -> None:
         hint="give launch the kernel_type the kernel needs: 'mix_aic_1_2' runs one AIC and two AIV per block "
              "(branch on ns.ascend_is_aic() / ns.ascend_is_aiv() and exchange data through GM), "
              "'coupled' one AI core with both units as on the 910")
-
-
-# --- what a kernel asks about its core -----------------------------------------------------------
-def _core():
-    from .core import current
-
-    return current()
-
-
-def ascend_is_aiv() -> bool:
-    """ASCEND_IS_AIV: this copy of the kernel runs on a Vector core (True on a coupled core too)."""
-    return _core().kind != "aic"
-
-
-def ascend_is_aic() -> bool:
-    """ASCEND_IS_AIC: this copy of the kernel runs on a Cube core (True on a coupled core too)."""
-    return _core().kind != "aiv"
-
-
-def get_sub_block_idx() -> int:
-    """GetSubBlockIdx: which AIV of its AI core runs this copy (0 or 1; 0 on an AIC or coupled core)."""
-    return _core().sub_block
-
-
-def get_sub_block_num() -> int:
-    """GetSubBlockNum: AIVs per AI core in a MIX kernel (``aiv_per_core``), else 1."""
-    core = _core()
-    return core.cfg.aiv_per_core if core.plan is not None and core.plan.kernel_type == MIX else 1
-
-
-def get_core_num_aiv() -> int:
-    """GetCoreNumAiv: the chip's Vector cores (48 on a2; ``num_cores`` on a coupled chip)."""
-    return _core().cfg.vector_cores
-
-
-def get_core_num_aic() -> int:
-    """GetCoreNumAic: the chip's Cube cores (``num_cores``)."""
-    return _core().cfg.num_cores

@@ -75,10 +75,11 @@ class Interleaver:
 
     # --- the launch's thread --------------------------------------------------------------------------
     def run(self, n_blocks: int, active: int, body: Callable[[int, float], tuple[Any, float]],
-            deadlock: Callable[[list[int]], BaseException] | None = None) -> dict:
+            deadlock: Callable[[list[int]], BaseException] | None = None, progress=None) -> dict:
         """Run every block; ``body(b, t0)`` runs block ``b`` from time ``t0`` and returns ``(result,
         end time)``. Returns ``{block: result}``; re-raises the first exception a block raised, and
-        ``deadlock(blocked)`` when the blocks left all wait."""
+        ``deadlock(blocked)`` when the blocks left all wait. ``progress``: a
+        :class:`npusim.progress.LaunchProgress`, told of each step (from this thread, the notebook's)."""
         results: dict[int, Any] = {}
         self._ready = ready = [(0.0, b) for b in range(min(active, n_blocks))]
         threads: dict[int, threading.Thread] = {}
@@ -100,12 +101,16 @@ class Interleaver:
                 kind = self._outcome[0]
                 if kind == "sync":
                     heapq.heappush(ready, (self._outcome[2], b))
+                    if progress is not None:
+                        progress.tick(self._outcome[2])
                 elif kind == "block":
                     self._blocked.add(b)
                 elif kind == "done":
                     res, end = self._outcome[2], self._outcome[3]
                     results[b] = res
                     threads.pop(b).join()
+                    if progress is not None:
+                        progress.block_done(end)
                     if b + active < n_blocks:
                         heapq.heappush(ready, (end, b + active))
                 else:

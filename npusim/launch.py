@@ -28,6 +28,7 @@ from .interleave import Interleaver
 from .memsys import MemorySystem
 from .pipes import PIPES
 from .profile import Profile
+from .progress import LaunchProgress
 from .tensor import GM_ALIGN, GlobalTensor, GmBuffer
 
 
@@ -51,7 +52,7 @@ class LaunchResult:
 
 def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConfig | str | None = None,
            sanitize: str = "error", l2: L2Cache | None = None, algorithmic_macs: int | None = None,
-           kernel_type: str | None = None, **kwargs: Any) -> LaunchResult:
+           kernel_type: str | None = None, progress: bool | None = None, **kwargs: Any) -> LaunchResult:
     """Run ``kernel_fn(*args, **kwargs)`` on ``block_dim`` blocks (``kernel<<<block_dim>>>(args)``).
 
     Numpy arrays among the arguments become :class:`GlobalTensor` in GM and are updated in place.
@@ -63,6 +64,8 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     padding or helper products (e.g. a convolution's zero channels), for ``Profile.mac_utilization``.
     ``kernel_type``: ``"aiv_only"``, ``"aic_only"``, ``"mix_aic_1_2"`` or ``"coupled"`` (Ascend C's
     KERNEL_TYPE_*), which cores of a split chip the blocks run on; None infers it (:mod:`npusim.cores`).
+    ``progress``: a line that says how far the launch has got (simulated time, blocks done), in a notebook
+    or on stderr: True from the start, None (default) once it has run for 2 s, False never.
     The kernel runs with numpy's floating-point warnings off: inf and NaN are the hardware's answer.
     """
     # a launch allocates many small records (timeline, tracker) and no cyclic garbage: the cyclic collector,
@@ -71,14 +74,16 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     collect = gc.isenabled()
     gc.disable()
     try:
-        return _run_launch(kernel_fn, block_dim, args, kwargs, config, sanitize, l2, algorithmic_macs, kernel_type)
+        return _run_launch(kernel_fn, block_dim, args, kwargs, config, sanitize, l2, algorithmic_macs, kernel_type,
+                           progress)
     finally:
         if collect:
             gc.enable()
 
 
 def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, config, sanitize: str,
-                l2: L2Cache | None, algorithmic_macs: int | None, kernel_type: str | None) -> LaunchResult:
+                l2: L2Cache | None, algorithmic_macs: int | None, kernel_type: str | None,
+                progress: bool | None) -> LaunchResult:
     cfg = get_config(config)
     if not isinstance(block_dim, (int, np.integer)) or block_dim < 1 or block_dim > 65535:
         raise UsageError(f"block_dim must be an int in 1..65535, got {block_dim!r}",
@@ -122,6 +127,8 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
     for buf in gm.values():
         memsys.register(buf)
     chip = ChipSync(plan, [buf.tracker for buf in gm.values()])
+    name = getattr(kernel_fn, "__name__", "kernel")
+    shown = LaunchProgress(f"{name} on {active} core(s)", n_units, cfg.cycles_to_us, progress)
 
     def run_block(b: int, t0: float) -> tuple[Core, float]:
         core = Core(cfg, b, block_dim, active, sanitize, t0=t0)
@@ -139,11 +146,13 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
             sched = Interleaver()
             memsys.sync = sched.sync
             chip.sched = sched
-            cores = sched.run(n_units, active, run_block, chip.deadlock)
+            cores = sched.run(n_units, active, run_block, chip.deadlock, shown)
         else:            # one core: its blocks run one after another anyway
+            memsys.sync = lambda core, t: shown.tick(t)
             cores, t = {}, 0.0
             for b in range(n_units):
                 cores[b], t = run_block(b, t)
+                shown.block_done(t)
     finally:
         run_on(prev)
     busy = {p.msprof_name: 0.0 for p in PIPES}
@@ -179,7 +188,7 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
     if algorithmic_macs is not None and cube_dtype is not None:   # the useful work's ideal Cube time
         cube_ideal = int(algorithmic_macs) / cfg.cube_macs_per_cycle[cube_dtype]
     profile = Profile(
-        kernel=getattr(kernel_fn, "__name__", "kernel"), config=cfg, block_dim=block_dim,
+        kernel=name, config=cfg, block_dim=block_dim,
         total_cycles=max(max(block_end), memsys.drained), block_start_cycles=block_start,
         block_end_cycles=block_end, pipe_busy_cycles=busy,
         path_bytes=path_bytes, cube_macs=macs, cube_ideal_cycles=cube_ideal, cube_dtype=cube_dtype,
@@ -189,4 +198,5 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
         l2_hit_bytes=memsys.l2_hit_bytes, l2_miss_bytes=memsys.l2_miss_bytes,
         hbm_read_bytes=memsys.hbm_read_bytes, hbm_write_bytes=memsys.hbm_write_bytes,
         hbm_drain_cycles=memsys.drained, kernel_type=plan.kernel_type, cores=active)
+    shown.close(profile.total_cycles)
     return LaunchResult({k: v.array for k, v in gm.items()}, profile)

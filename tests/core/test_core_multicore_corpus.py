@@ -434,3 +434,17 @@ def test_zeroing_the_output_in_one_block_needs_a_sync_all_before_the_atomic_adds
     with pytest.raises(ns.RaceError, match="WAW hazard between cores") as e:
         ns.launch(zero_then_add, 8, x, out, False)
     assert "an atomic write and a plain access of another core" in e.value.hint
+
+
+def test_a2_has_24_aic_and_48_aiv_and_classic_is_coupled():
+    assert (ns.get_core_num_aic(), ns.get_core_num_aiv()) == (24, 48)
+    assert ns.get_core_num_aiv("classic") == ns.classic.num_cores == 32
+    seen = []
+
+    @ns.kernel
+    def where(x):
+        seen.append((ns.get_block_idx(), ns.get_sub_block_idx(), ns.ascend_is_aiv(), ns.get_core_num_aiv()))
+
+    ns.launch(where, 2, np.zeros(1, np.float32), kernel_type="mix_aic_1_2")
+    assert seen == [(0, 0, False, 48), (0, 0, True, 48), (1, 1, True, 48),
+                    (1, 0, False, 48), (2, 0, True, 48), (3, 1, True, 48)]
