@@ -448,3 +448,28 @@ def test_a2_has_24_aic_and_48_aiv_and_classic_is_coupled():
     ns.launch(where, 2, np.zeros(1, np.float32), kernel_type="mix_aic_1_2")
     assert seen == [(0, 0, False, 48), (0, 0, True, 48), (1, 1, True, 48),
                     (1, 0, False, 48), (2, 0, True, 48), (3, 1, True, 48)]
+
+
+@pytest.mark.parametrize("kernel_type,cores", [(None, 48), ("aiv_only", 48), ("coupled", 24)])
+def test_a_48_block_vector_kernel_runs_in_one_wave_on_the_aivs(kernel_type, cores):
+    x = np.ones(48 * 8, np.float32)
+    r = ns.launch(set_atomic_add_custom_slices, 48, x, np.zeros_like(x), kernel_type=kernel_type)
+    p = r.profile
+    assert p.active_cores == cores
+    waves = {s for s in p.block_start_cycles}
+    assert len(waves) == (1 if cores == 48 else 2)
+    np.testing.assert_array_equal(r["z"], x)
+
+
+@ns.kernel
+def set_atomic_add_custom_slices(x, z):
+    """One 8-float slice per block, copied through UB (the copy of set_atomic_add.asc, without atomics)."""
+    pipe = ns.TPipe()
+    q = ns.TQueBind(ns.TPosition.VECIN, ns.TPosition.VECOUT, 1)
+    pipe.init_buffer(q, 1, 32)
+    t = q.alloc_tensor(ns.float32)
+    ns.data_copy(t, x[ns.get_block_idx() * 8:], 8)
+    q.enque(t)
+    t = q.deque()
+    ns.data_copy(z[ns.get_block_idx() * 8:], t, 8)
+    q.free_tensor(t)
