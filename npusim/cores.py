@@ -7,8 +7,8 @@ cores a kernel needs with its kernel type [S3 设置Kernel类型]:
 - ``aiv_only`` (KERNEL_TYPE_AIV_ONLY): one block per AIV, up to ``vector_cores`` (48) at once;
 - ``aic_only`` (KERNEL_TYPE_AIC_ONLY): one block per AIC, up to ``num_cores`` (24) at once;
 - ``mix_aic_1_2`` (KERNEL_TYPE_MIX_AIC_1_2): a block is one AIC and its two AIVs, each running the kernel
-  (branch with ``ascend_is_aic()`` / ``ascend_is_aiv()`` of :mod:`npusim.chipsync`; ``get_sub_block_idx()`` tells the AIVs
-  apart; an AIV's :func:`npusim.get_block_idx` is ``2 * block + sub_block``).
+  (branch with ``ascend_is_aic()`` / ``ascend_is_aiv()`` of :mod:`npusim.chipsync`;
+  ``get_sub_block_idx()`` tells the AIVs apart; an AIV's :func:`npusim.get_block_idx` is ``2 * block + sub_block``).
 
 ``launch(..., kernel_type=None)`` infers the type from the names the kernel's code (and the plain
 functions it calls) uses: Cube positions and instructions only -> ``aic_only``; Vector ones only ->
@@ -166,7 +166,8 @@ def plan(cfg, kernel_fn: Callable, block_dim: int, kernel_type: str | None, args
     if k == AIV_ONLY:
         return Plan(k, inferred, block_dim, 1, min(block_dim, cfg.vector_cores))
     if k == MIX:
-        return Plan(k, inferred, block_dim, 1 + cfg.aiv_per_core, (1 + cfg.aiv_per_core) * min(block_dim, cfg.num_cores))
+        per = 1 + cfg.aiv_per_core
+        return Plan(k, inferred, block_dim, per, per * min(block_dim, cfg.num_cores))
     return Plan(k, inferred, block_dim, 1, min(block_dim, cfg.num_cores))
 
 

@@ -332,7 +332,9 @@ class Profile:
 
     def _rows(self) -> list[tuple[str, str]]:
         rows = [("kernel", self.kernel), ("config", self.config.name),
-                ("blocks", f"{self.block_dim} on {self.active_cores} core(s)"),
+                ("blocks", f"{self.block_dim} on {self.active_cores} core(s)"
+                           + {"aiv_only": " (AIV)", "aic_only": " (AIC)", "mix_aic_1_2": " (AIC + 2 AIV each)"}.get(
+                               self.kernel_type, "")),
                 ("time", f"{self.time_us:.3f} us ({self.total_cycles:,.0f} cycles)"),
                 ("bound", f"{self.bound} (roofline efficiency {self.roofline_efficiency:.1%})"),
                 ("critical pipe", self.critical_pipe)]

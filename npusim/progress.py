@@ -35,12 +35,12 @@ class Line:
 
     def __init__(self) -> None:
         self._handle = None
-        self._notebook = in_notebook()
+        self.notebook = in_notebook()
 
     def show(self, text: str, final: bool = False) -> None:
         if _report(text):
             return
-        if self._notebook:
+        if self.notebook:
             from IPython.display import Pretty, display
 
             if self._handle is None:
@@ -64,7 +64,7 @@ class Progress:
         self.t0 = time.perf_counter()
         self._closed = not enabled
         self._line = Line() if enabled else None
-        if enabled:
+        if enabled and self._line.notebook:   # a terminal gets its first line with the first step
             self._line.show(self._text("starting"))
 
     def _text(self, what: str) -> str:
