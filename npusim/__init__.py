@@ -24,6 +24,10 @@ The numbers behind the model are in ``docs/hardware.md`` and ``docs/cost-model.m
 
 from . import costs, formats, numerics
 from .config import PRESETS, HardwareConfig, a2, classic, get_config
+from .chipsync import (ascend_is_aic, ascend_is_aiv, cross_core_set_flag, cross_core_wait_flag, get_core_num_aic,
+                       get_core_num_aiv, get_sub_block_idx, get_sub_block_num, init_determine_compute_workspace,
+                       notify_next_block, set_atomic_add, set_atomic_max, set_atomic_min, set_atomic_none, sync_all,
+                       wait_pre_block)
 from .core import get_block_idx, get_block_num, get_core_config
 from .dtypes import bfloat16, float16, float32, int8, int16, int32, uint8
 from .errors import (AlignmentError, CapacityError, DtypeError, NpuSimError, OutOfBoundsError, QueueError,
@@ -60,6 +64,10 @@ __all__ = [
     "CFG_ROW_MAJOR", "CFG_COLUMN_MAJOR", "QuantMode", "HardEvent", "Pipe", "TPosition", "QuePosition",
     "Profile", "costs", "formats", "numerics", "show_internals", "Hardware", "LocalMemAllocator", "init_soc_state",
     *_instructions,
+    "sync_all", "cross_core_set_flag", "cross_core_wait_flag", "set_atomic_add", "set_atomic_max", "set_atomic_min",
+    "set_atomic_none", "ascend_is_aiv", "ascend_is_aic", "get_sub_block_idx", "get_sub_block_num",
+    "get_core_num_aiv", "get_core_num_aic", "init_determine_compute_workspace", "wait_pre_block",
+    "notify_next_block",
 ]
 
 _install_tracebacks()  # in a notebook, simulator errors show the learner's frames only

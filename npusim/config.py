@@ -21,11 +21,12 @@ _CUBE_MACS_CLASSIC = MappingProxyType({"float16": 4096, "int8": 8192})
 
 @dataclass(frozen=True)
 class HardwareConfig:
-    """One AI core (Cube + Vector + Scalar, coupled) and the chip it sits on.
+    """One AI core (Cube + Vector + Scalar) and the chip it sits on.
 
-    The ``a2`` preset keeps ONE coupled core with Atlas A2 (910B) sizes and rates, for teaching. On a real
-    A2 chip the Cube (AIC) and Vector (AIV) units sit in separate cores, one AIC to two AIV, which exchange
-    data through GM [S1]; here a kernel may use both units directly, as on the coupled 910 [S1].
+    On the ``a2`` preset, as on a real A2 chip, the Cube (AIC) and Vector (AIV) units sit in separate
+    cores, one AIC to two AIV, which exchange data through GM [S1] (``split_cores``): a vector-only kernel
+    runs on AIV blocks, a Cube-only one on AIC blocks, a ``mix_aic_1_2`` kernel on both (see
+    :mod:`npusim.cores`). A kernel whose one body uses both units runs on a coupled core as on the 910.
 
     Units are in the field names: ``_bytes`` bytes, ``_cycles`` core clock cycles, ``_bytes_per_cycle``
     bytes per core cycle, ``_gb_per_s`` 10^9 bytes per second, ``_ghz`` gigahertz, ``_us`` microseconds.
@@ -110,6 +111,10 @@ class HardwareConfig:
     """Start-up latency of one vector instruction."""
     scalar_issue_cycles: int = 2
     """Scalar-unit cycles to issue any instruction (the S pipe is busy meanwhile)."""
+    cross_core_flag_cycles: int = 64
+    """From a CrossCoreSetFlag firing to the other core's CrossCoreWaitFlag seeing it. The signal goes through
+    the chip's shared memory system (the cores "talk through GM" [S1]), so it is taken as one GM access's
+    start-up, ``gm_startup_cycles`` (not public: chosen)."""
     scalar_access_cycles: int = 16
     """A scalar GetValue/SetValue on UB or GM (DCache access) [S1: DCache 32 KB]."""
 
@@ -134,6 +139,12 @@ class HardwareConfig:
     # --- chip ----------------------------------------------------------------------------------
     num_cores: int = 24
     """AI cores on the chip; block_dim above this runs in waves [S5: 24 AIC on 910B1/B2]."""
+    split_cores: bool = True
+    """Whether each AI core is split into one Cube core (AIC: L1, L0A, L0B, L0C) and ``aiv_per_core``
+    Vector cores (AIV: UB each), which exchange data through GM (A2: yes, ``dav-c220``; 910/310P: no,
+    coupled) [S1]. Vector-only kernels then launch on up to ``vector_cores`` blocks at once."""
+    aiv_per_core: int = 2
+    """Vector cores per AI core on a split chip: AIC:AIV = 1:2, 48 AIV beside 24 AIC on 910B2 [S1, S5]."""
     launch_overhead_us: float = 20.0
     """Host-side cost of launching one kernel on the whole chip [S4: ~20-21 us]."""
 
@@ -173,6 +184,12 @@ class HardwareConfig:
         equally: ``min(gm_port_bytes_per_cycle, chip_gm_bytes_per_cycle / active_cores)``. (The
         simulator shares it first come, first served; see :mod:`npusim.hbm`.)"""
         return min(self.gm_port_bytes_per_cycle, self.chip_gm_bytes_per_cycle / max(1, active_cores))
+
+    @property
+    def vector_cores(self) -> int:
+        """Cores a vector-only kernel runs on at once (``GetCoreNumAiv``): ``num_cores * aiv_per_core`` on
+        a split chip, else ``num_cores``."""
+        return self.num_cores * self.aiv_per_core if self.split_cores else self.num_cores
 
     def cube_peak_flops(self, dtype: str = "float16") -> float:
         """Peak Cube FLOP/s of ONE core for an input dtype: 2 * MACs/cycle * clock."""
@@ -216,7 +233,7 @@ class HardwareConfig:
 
 
 a2 = HardwareConfig(name="a2", clock_ghz=1.8)
-"""Default preset: one 910B-like (Atlas A2) AI core, coupled for teaching (see class docstring)."""
+"""Default preset: a 910B-like (Atlas A2) chip, 24 AIC and 48 AIV cores (see class docstring)."""
 
 classic = HardwareConfig(
     name="classic",
@@ -230,6 +247,7 @@ classic = HardwareConfig(
     event_ids=4,
     has_fixpipe=False,
     num_cores=32,
+    split_cores=False,
     l2_bytes=32 * MB,
     l2_bytes_per_cycle=128,
     hbm_gb_per_s=1200.0,

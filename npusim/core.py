@@ -15,6 +15,7 @@ import numpy as np
 
 from . import costs, initcheck
 from .config import HardwareConfig
+from .cores import check_memory
 from .errors import CapacityError, SyncError, UsageError, install_kernel_site, report
 from .pipes import N_PIPES, ON_CHIP_MEMORIES, HardEvent, Pipe
 from .sanitizer import AccessTracker, call_site, format_site
@@ -42,8 +43,9 @@ def current() -> "Core":
 
 
 def get_block_idx() -> int:
-    """Index of this block in ``[0, block_dim)`` (GetBlockIdx)."""
-    return current().block_idx
+    """Index of this block in ``[0, block_dim)`` (GetBlockIdx); an AIV of a ``mix_aic_1_2`` kernel sees
+    ``2 * block + sub_block``, in ``[0, 2 * block_dim)`` [S2 GetBlockIdx]."""
+    return current().kernel_block_idx
 
 
 def get_core_config() -> HardwareConfig:
@@ -123,8 +125,16 @@ class Core:
                              hint="launch(..., sanitize='error') stops at the first finding, 'warn' reports and "
                                   "carries on, 'off' skips the race and initialisation checks")
         self.cfg = cfg
-        self.block_idx = block_idx
+        self.block_idx = block_idx   # the unit of the launch (AIC and AIVs of a MIX block are three units)
         self.block_num = block_num
+        # the kind of core ("aiv", "aic", None: coupled), what GetBlockIdx/GetSubBlockIdx return, the
+        # launch's npusim.cores.Plan, and SetAtomicAdd's dtype (None: GM writes overwrite); set by launch
+        self.kind: str | None = None
+        self.kernel_block_idx = block_idx
+        self.sub_block = 0
+        self.plan = None
+        self.chip = None    # the launch's npusim.chipsync.ChipSync
+        self.atomic = None
         self.memsys = None  # the launch's L2 and HBM (npusim.memsys.MemorySystem), set by launch
         self.mode = sanitize
         self.check = sanitize != "off"
@@ -162,6 +172,8 @@ class Core:
             if name not in ON_CHIP_MEMORIES:
                 raise UsageError(f"{name} is not an on-chip memory",
                                  hint=f"on-chip memories are {', '.join(ON_CHIP_MEMORIES)}")
+            if self.kind is not None:
+                check_memory(self, name)
             m = self.memories[name] = Memory(self, name, self.cfg.memory_bytes(name))
         return m
 

@@ -175,3 +175,15 @@ def _ceil_to(x: int, m: int) -> int:
 
 
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "int32": 4, "uint8": 1, "int16": 2}
+
+
+def cross_core_flag_cycles(cfg: HardwareConfig) -> float:
+    """Latency of a cross-core flag (CrossCoreSetFlag -> CrossCoreWaitFlag): ``cross_core_flag_cycles``
+    (chosen: one GM access's start-up; the cores exchange data and signals through GM [S1])."""
+    return cfg.cross_core_flag_cycles
+
+
+def sync_all_cycles(cfg: HardwareConfig) -> float:
+    """SyncAll after the last core has arrived: ``2 * cross_core_flag_cycles``, a set to every core and the
+    wait for it to come back (chosen: SyncAll is built on the cross-core flags [S2]; no public latency)."""
+    return 2 * cfg.cross_core_flag_cycles

@@ -9,6 +9,10 @@ goes on (ties: the lower block index), then runs until its next GM DMA. The L2 a
 see the GM DMAs of all cores in (nearly) time order: within a block, DMAs of different pipes are issued
 in program order, which is not always their start order.
 
+A block may also wait for others (SyncAll, a cross-core flag: :mod:`npusim.chipsync`): it stops with
+:meth:`Interleaver.block` and goes on only when a running block wakes it (:meth:`Interleaver.wake`) at a
+simulated time; when every block left waits, the launch would hang, and ``deadlock`` makes the error.
+
 Deterministic: the order depends only on simulated times and block indices, never on the OS.
 """
 
@@ -32,7 +36,8 @@ class Interleaver:
         self._back = threading.Event()
         self._outcome: tuple = ()
         self._abort = False
-        self._core_of: dict[int, Any] = {}
+        self._ready: list[tuple[float, int]] = []
+        self._blocked: set[int] = set()
 
     # --- called from a block's thread ---------------------------------------------------------------
     def sync(self, core, t: float) -> None:
@@ -49,15 +54,39 @@ class Interleaver:
         from .core import run_on
         run_on(core)
 
+    def block(self, core) -> None:
+        """Block ``core.block_idx`` waits until another block wakes it (see :meth:`wake`)."""
+        b = core.block_idx
+        self._outcome = ("block", b)
+        ev = self._wake[b]
+        ev.clear()
+        self._back.set()
+        ev.wait()
+        if self._abort:
+            raise _Abort
+        from .core import run_on
+        run_on(core)
+
+    def wake(self, b: int, t: float) -> None:
+        """Called by the running block: the waiting block ``b`` may go on from time ``t``."""
+        if b in self._blocked:
+            self._blocked.discard(b)
+            heapq.heappush(self._ready, (t, b))
+
     # --- the launch's thread --------------------------------------------------------------------------
-    def run(self, n_blocks: int, active: int, body: Callable[[int, float], tuple[Any, float]]) -> dict:
+    def run(self, n_blocks: int, active: int, body: Callable[[int, float], tuple[Any, float]],
+            deadlock: Callable[[list[int]], BaseException] | None = None, progress=None) -> dict:
         """Run every block; ``body(b, t0)`` runs block ``b`` from time ``t0`` and returns ``(result,
-        end time)``. Returns ``{block: result}``; re-raises the first exception a block raised."""
+        end time)``. Returns ``{block: result}``; re-raises the first exception a block raised, and
+        ``deadlock(blocked)`` when the blocks left all wait. ``progress``: a
+        :class:`npusim.progress.LaunchProgress`, told of each step (from this thread, the notebook's)."""
         results: dict[int, Any] = {}
-        ready = [(0.0, b) for b in range(min(active, n_blocks))]
+        self._ready = ready = [(0.0, b) for b in range(min(active, n_blocks))]
         threads: dict[int, threading.Thread] = {}
         try:
-            while ready:
+            while ready or self._blocked:
+                if not ready:
+                    raise deadlock(sorted(self._blocked)) if deadlock else RuntimeError("blocks wait forever")
                 t, b = heapq.heappop(ready)
                 if b not in threads:
                     self._wake[b] = threading.Event()
@@ -72,10 +101,16 @@ class Interleaver:
                 kind = self._outcome[0]
                 if kind == "sync":
                     heapq.heappush(ready, (self._outcome[2], b))
+                    if progress is not None:
+                        progress.tick(self._outcome[2])
+                elif kind == "block":
+                    self._blocked.add(b)
                 elif kind == "done":
                     res, end = self._outcome[2], self._outcome[3]
                     results[b] = res
                     threads.pop(b).join()
+                    if progress is not None:
+                        progress.block_done(end)
                     if b + active < n_blocks:
                         heapq.heappush(ready, (end, b + active))
                 else:

@@ -1,7 +1,10 @@
 """Launching a kernel on ``block_dim`` blocks: functional execution, timing and sanitizer in one run.
 
 Blocks run one after another in Python. Block ``b`` runs on physical core ``b % active_cores`` and
-starts when that core's previous block ended, so a launch with more blocks than cores runs in waves.
+starts when that core's previous block ended, so a launch with more blocks than cores runs in waves. On a
+chip with separate Cube and Vector cores (``a2``) the kernel type says which cores those are
+(:mod:`npusim.cores`): up to 48 AIV for a vector kernel, 24 AIC for a Cube kernel, an AIC and two AIV per
+block for a mix kernel.
 The cores share one L2 and one HBM budget (:mod:`npusim.memsys`); the L2 starts cold unless a cache is
 passed on (``l2=``, or inside ``with npusim.shared_l2():``).
 """
@@ -16,13 +19,16 @@ from typing import Any, Callable
 import numpy as np
 
 from .config import HardwareConfig, get_config
+from .chipsync import ChipSync
 from .core import Core, run_on
+from .cores import plan as plan_launch
 from .errors import UsageError
 from .l2 import L2Cache, current_shared
 from .interleave import Interleaver
 from .memsys import MemorySystem
 from .pipes import PIPES
 from .profile import Profile
+from .progress import LaunchProgress
 from .tensor import GM_ALIGN, GlobalTensor, GmBuffer
 
 
@@ -46,7 +52,8 @@ class LaunchResult:
 
 def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConfig | str | None = None,
            sanitize: str = "error", l2: L2Cache | None = None, algorithmic_macs: int | None = None,
-           auto_sync: bool = True, **kwargs: Any) -> LaunchResult:
+           auto_sync: bool = True, kernel_type: str | None = None, progress: bool | None = None,
+           **kwargs: Any) -> LaunchResult:
     """Run ``kernel_fn(*args, **kwargs)`` on ``block_dim`` blocks (``kernel<<<block_dim>>>(args)``).
 
     Numpy arrays among the arguments become :class:`GlobalTensor` in GM and are updated in place.
@@ -59,6 +66,10 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     ``auto_sync``: the compiler's ``--cce-auto-sync`` (on by default, as in kernel projects): the scalar
     unit's ``get_value``/``set_value`` get the V/MTE2/MTE3 <-> S flags the compiler inserts
     (:mod:`npusim.instructions.autosync`); ``False`` leaves every flag to the kernel.
+    ``kernel_type``: ``"aiv_only"``, ``"aic_only"``, ``"mix_aic_1_2"`` or ``"coupled"`` (Ascend C's
+    KERNEL_TYPE_*), which cores of a split chip the blocks run on; None infers it (:mod:`npusim.cores`).
+    ``progress``: a line that says how far the launch has got (simulated time, blocks done), in a notebook
+    or on stderr: True from the start, None (default) once it has run for 2 s, False never.
     The kernel runs with numpy's floating-point warnings off: inf and NaN are the hardware's answer.
     """
     if not isinstance(auto_sync, bool):
@@ -71,14 +82,16 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     collect = gc.isenabled()
     gc.disable()
     try:
-        return _run_launch(kernel_fn, block_dim, args, kwargs, config, sanitize, l2, algorithmic_macs, auto_sync)
+        return _run_launch(kernel_fn, block_dim, args, kwargs, config, sanitize, l2, algorithmic_macs, auto_sync,
+                           kernel_type, progress)
     finally:
         if collect:
             gc.enable()
 
 
 def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, config, sanitize: str,
-                l2: L2Cache | None, algorithmic_macs: int | None, auto_sync: bool = True) -> LaunchResult:
+                l2: L2Cache | None, algorithmic_macs: int | None, auto_sync: bool, kernel_type: str | None,
+                progress: bool | None) -> LaunchResult:
     cfg = get_config(config)
     if not isinstance(block_dim, (int, np.integer)) or block_dim < 1 or block_dim > 65535:
         raise UsageError(f"block_dim must be an int in 1..65535, got {block_dim!r}",
@@ -115,15 +128,22 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
         else:
             new_args.append(value)
 
-    active = min(block_dim, cfg.num_cores)
+    plan = plan_launch(cfg, kernel_fn, block_dim, kernel_type, list(bound.arguments.values()))
+    active = plan.active
+    n_units = plan.n_units
     memsys = MemorySystem(cfg, active, l2 if l2 is not None else current_shared())
     for buf in gm.values():
         memsys.register(buf)
+    chip = ChipSync(plan, [buf.tracker for buf in gm.values()])
+    name = getattr(kernel_fn, "__name__", "kernel")
+    shown = LaunchProgress(f"{name} on {active} core(s)", n_units, cfg.cycles_to_us, progress)
 
     def run_block(b: int, t0: float) -> tuple[Core, float]:
         core = Core(cfg, b, block_dim, active, sanitize, t0=t0)
         core.memsys = memsys
         core.auto_sync = auto_sync
+        core.kind, core.kernel_block_idx, core.sub_block = plan.unit(b)
+        core.plan, core.chip = plan, chip
         run_on(core)
         with np.errstate(all="ignore"):   # once per kernel (and in its own thread), not per instruction
             kernel_fn(*new_args, **new_kwargs)
@@ -134,11 +154,14 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
         if active > 1:   # cores run at the same time: interleave their GM accesses in time order
             sched = Interleaver()
             memsys.sync = sched.sync
-            cores = sched.run(block_dim, active, run_block)
+            chip.sched = sched
+            cores = sched.run(n_units, active, run_block, chip.deadlock, shown)
         else:            # one core: its blocks run one after another anyway
+            memsys.sync = lambda core, t: shown.tick(t)
             cores, t = {}, 0.0
-            for b in range(block_dim):
+            for b in range(n_units):
                 cores[b], t = run_block(b, t)
+                shown.block_done(t)
     finally:
         run_on(prev)
     busy = {p.msprof_name: 0.0 for p in PIPES}
@@ -151,7 +174,7 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
     cube_ideal = vec_ideal = 0.0
     vec_ops = 0
     cube_dtype = None
-    for b in range(block_dim):
+    for b in range(n_units):
         core = cores[b]
         block_start.append(core.t0)
         block_end.append(max(max(core.pipe_free), core.scalar_t))
@@ -174,7 +197,7 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
     if algorithmic_macs is not None and cube_dtype is not None:   # the useful work's ideal Cube time
         cube_ideal = int(algorithmic_macs) / cfg.cube_macs_per_cycle[cube_dtype]
     profile = Profile(
-        kernel=getattr(kernel_fn, "__name__", "kernel"), config=cfg, block_dim=block_dim,
+        kernel=name, config=cfg, block_dim=block_dim,
         total_cycles=max(max(block_end), memsys.drained), block_start_cycles=block_start,
         block_end_cycles=block_end, pipe_busy_cycles=busy,
         path_bytes=path_bytes, cube_macs=macs, cube_ideal_cycles=cube_ideal, cube_dtype=cube_dtype,
@@ -183,5 +206,6 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
         issued_macs=issued, algorithmic_macs=macs if algorithmic_macs is None else int(algorithmic_macs),
         l2_hit_bytes=memsys.l2_hit_bytes, l2_miss_bytes=memsys.l2_miss_bytes,
         hbm_read_bytes=memsys.hbm_read_bytes, hbm_write_bytes=memsys.hbm_write_bytes,
-        hbm_drain_cycles=memsys.drained)
+        hbm_drain_cycles=memsys.drained, kernel_type=plan.kernel_type, cores=active)
+    shown.close(profile.total_cycles)
     return LaunchResult({k: v.array for k, v in gm.items()}, profile)

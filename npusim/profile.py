@@ -1,7 +1,8 @@
 """The profile of one launch, and every metric npusim prints, each defined once with its formula.
 
 Names follow msprof where it has one (PipeUtilization's ``cube``, ``vec``, ``scalar``, ``mte1``, ``mte2``,
-``mte3``, ``fixp`` ratios; ``aic_mac_ratio``) [S12]. "Active cores" = ``min(block_dim, num_cores)``.
+``mte3``, ``fixp`` ratios; ``aic_mac_ratio``) [S12]. "Active cores" = ``min(block_dim, cores of the
+kernel's kind)`` (:attr:`Profile.active_cores`).
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ class Profile:
     """Bytes written back from L2 to HBM."""
     hbm_drain_cycles: float = 0.0
     """When the last written-back byte reached HBM; the launch ends no earlier (``total_cycles``)."""
+    kernel_type: str = "coupled"
+    """Which cores the blocks ran on (:mod:`npusim.cores`): aiv_only, aic_only, mix_aic_1_2 or coupled."""
+    cores: int = 0
+    """Cores that ran at once (AIVs and AICs count one each; 0: ``min(block_dim, num_cores)``)."""
 
     @classmethod
     def idle(cls, kernel: str, config: HardwareConfig) -> "Profile":
@@ -98,8 +103,9 @@ class Profile:
     # --- time -------------------------------------------------------------------------------------
     @property
     def active_cores(self) -> int:
-        """Cores that ran blocks: ``min(block_dim, config.num_cores)``."""
-        return min(self.block_dim, self.config.num_cores)
+        """Cores that ran blocks at once: ``min(block_dim, cores of the kernel's kind)`` (48 AIV for a vector
+        kernel on a2, 24 AIC or coupled cores; a mix block counts its AIC and two AIVs)."""
+        return self.cores or min(self.block_dim, self.config.num_cores)
 
     @property
     def time_us(self) -> float:
@@ -127,9 +133,16 @@ class Profile:
     def mac_utilization(self) -> float:
         """Cube MAC utilization, useful work only: ``algorithmic_macs / (cube_macs_per_cycle[dtype] *
         active_cores * total_cycles)`` (``cube_ideal_cycles / (active_cores * total_cycles)``). Padding to
-        whole fractals (zero channels, a K0 tail), helper Mmads (a bias row) and idle cycles all lower it."""
-        denom = self.active_cores * self.total_cycles or 1.0
+        whole fractals (zero channels, a K0 tail), helper Mmads (a bias row) and idle cycles all lower it.
+        A mix kernel counts its AIC cores only (:attr:`cube_cores`)."""
+        denom = self.cube_cores * self.total_cycles or 1.0
         return self.cube_ideal_cycles / denom
+
+    @property
+    def cube_cores(self) -> int:
+        """Cores with a Cube that ran at once: ``active_cores``, of which a mix kernel's AICs only."""
+        n = self.active_cores
+        return n // (1 + self.config.aiv_per_core) if self.kernel_type == "mix_aic_1_2" else n
 
     @property
     def issued_mac_utilization(self) -> float:
@@ -138,7 +151,7 @@ class Profile:
         if not self.issued_macs or not self.cube_dtype:
             return 0.0
         peak = self.config.cube_macs_per_cycle[self.cube_dtype]
-        return self.issued_macs / (peak * (self.active_cores * self.total_cycles or 1.0))
+        return self.issued_macs / (peak * (self.cube_cores * self.total_cycles or 1.0))
 
     @property
     def mac_waste(self) -> float:
@@ -319,7 +332,9 @@ class Profile:
 
     def _rows(self) -> list[tuple[str, str]]:
         rows = [("kernel", self.kernel), ("config", self.config.name),
-                ("blocks", f"{self.block_dim} on {self.active_cores} core(s)"),
+                ("blocks", f"{self.block_dim} on {self.active_cores} core(s)"
+                           + {"aiv_only": " (AIV)", "aic_only": " (AIC)", "mix_aic_1_2": " (AIC + 2 AIV each)"}.get(
+                               self.kernel_type, "")),
                 ("time", f"{self.time_us:.3f} us ({self.total_cycles:,.0f} cycles)"),
                 ("bound", f"{self.bound} (roofline efficiency {self.roofline_efficiency:.1%})"),
                 ("critical pipe", self.critical_pipe)]

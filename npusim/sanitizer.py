@@ -196,7 +196,7 @@ def _overlap(r, lo: int, hi: int, pitch: int, blen: int, n: int) -> bool:
 class AccessTracker:
     """Recent accesses to one memory (a core's UB/L1/L0x, or one GM buffer), bucketed by address."""
 
-    __slots__ = ("name", "shift", "reads", "writes", "memory", "init", "seq")
+    __slots__ = ("name", "shift", "reads", "writes", "memory", "init", "seq", "order")
 
     def __init__(self, name: str, nbytes: int, memory=None, init=None):
         self.name = name
@@ -208,6 +208,9 @@ class AccessTracker:
         self.memory = memory  # the on-chip npusim.core.Memory (buffer names and owners), None for GM
         self.init = init  # npusim.initcheck.InitMap of the memory, or None
         self.seq = 0
+        # GM: what cross-core syncs order (npusim.chipsync): {"barrier": seq} orders every earlier record,
+        # {(core, other): seq} the other core's records up to seq before this core's later accesses
+        self.order: dict | None = None
 
     def access(self, lo: int, hi: int, write: bool, core: int, pipe: int, vc, epoch: int,
                site, op: str, mode: str, pitch: int = 0, blen: int = 0, nblk: int = 1,
@@ -262,6 +265,8 @@ class AccessTracker:
         if found:
             # the latest conflicting access first: what orders this one after it is the fix to suggest
             for r in sorted(found.values(), key=lambda r: r[_SEQ], reverse=True):
+                if r[_CORE] != core and self._ordered(r, core, write, op):
+                    continue
                 self._race(r, lo, hi, write, core, pipe, site, op, mode)
         self.seq = seq = self.seq + 1
         rec = (lo, hi, write, core, pipe, epoch, site, op, pitch, blen, nblk, seq)
@@ -303,6 +308,16 @@ class AccessTracker:
                             and (not rec[_PITCH] or _overlap(rec, lo, hi, 0, 0, 1))):
                         out.add(rec[_PIPE])
         return out
+    def _ordered(self, rec, core: int, write: bool, op: str) -> bool:
+        """Whether another core's record is ordered before this access: both atomic writes, or a SyncAll
+        or a cross-core flag between them (see ``order``)."""
+        if write and rec[_W] and "(atomic" in op and "(atomic" in rec[_OP]:
+            return True
+        order = self.order
+        if order is None:
+            return False
+        seq = rec[_SEQ]
+        return seq <= order.get("barrier", 0) or seq <= order.get((core, rec[_CORE]), 0)
 
     def _race(self, rec, lo, hi, write, core, pipe, site, op, mode) -> None:
         kind = "WAW" if (write and rec[_W]) else ("RAW" if not write else "WAR")
@@ -316,17 +331,22 @@ class AccessTracker:
             msg = (f"{kind} hazard between cores in {self.name}{where}, bytes [{olo:#x}, {ohi:#x}): "
                    f"block {core} {b.label} {verb_new} ({op}) at {format_site(site)} overlaps "
                    f"block {rec[_CORE]} {a.label} {verb_old} ({rec[_OP]}) at {format_site(rec[_SITE])}")
-            if (rec[_LO], rec[_HI]) == (lo, hi) and rec[_SITE] == site and rec[_W] and write:
+            if ("(atomic" in op) != ("(atomic" in rec[_OP]):
+                hint = ("an atomic write and a plain access of another core are not ordered: initialise the output "
+                        "before any core adds to it (on the host, or in one block followed by sync_all()), and read "
+                        "the sum only after a sync_all()")
+            elif (rec[_LO], rec[_HI]) == (lo, hi) and rec[_SITE] == site and rec[_W] and write:
                 # the same instruction writes the same bytes on two cores: the blocks duplicate one part
                 hint = ("the same line writes the same bytes on both blocks: every block computes the same part. "
                         "Which part a block works on must follow from get_block_idx() (e.g. tiles block_idx, "
                         "block_idx + block_num, ...; or a range of its own). Only if the blocks really combine "
-                        "into one result (a reduction): write one partial result per block and combine them in a "
-                        "second launch or on the host")
+                        "into one result (a reduction): accumulate with set_atomic_add(dtype) before the copy to "
+                        "GM, or write one partial result per block and combine them in a second launch")
             elif (rec[_LO], rec[_HI]) == (lo, hi):
-                hint = ("every block touches the same bytes: a reduction across blocks, and blocks cannot wait "
-                        "for one another within a launch. Write one partial result per block (e.g. at "
-                        "offset get_block_idx() * n) and combine the partials in a second launch or on the host")
+                hint = ("every block touches the same bytes: a reduction across blocks. Accumulate with "
+                        "set_atomic_add(dtype) before the copy to GM (atomic writes do not race), order the "
+                        "blocks with sync_all(), or write one partial result per block (at offset "
+                        "get_block_idx() * n) and combine the partials in a second launch")
             else:
                 hint = ("give every block its own part of the tensor: offsets from get_block_idx() must not "
                         "overlap, and the last block must stop at the end")

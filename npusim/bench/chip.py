@@ -104,7 +104,7 @@ def bench_chip_matmul_4096(repeat: int) -> dict:
 
 @case("chip_add")
 def bench_chip_add(repeat: int) -> dict:
-    """fp16 Add of 8192 x 8192 elements through ``ops.call("add")`` on every core, beside the published
+    """fp16 Add of 8192 x 8192 elements through ``ops.call("add")`` on the 48 Vector cores, beside the published
     264 us: reads and writes share the chip's one HBM."""
     from .. import ops
 
@@ -155,3 +155,45 @@ def bench_resnet_stem(repeat: int) -> dict:
             "issued_mac_utilization": round(p.issued_mac_utilization, 4), "mac_waste": round(p.mac_waste, 4),
             "algorithmic_macs": p.algorithmic_macs, "issued_macs": p.issued_macs, "time_us": round(p.time_us, 2),
             "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+CHIP_NS_PER_MAC_TARGET = 1.5
+"""Issue 30: CPU ns per MAC of ``ops.call("matmul")`` 1024^3 on 24 cores <= 1.5x that of ``run_matmul``
+with 64^3 tiles on one core, measured in one process."""
+
+
+def _cpu(fn) -> tuple[float, float, object]:
+    """(CPU seconds of this process, all its threads; wall seconds; result) of ``fn()``."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    out = fn()
+    return time.process_time() - c0, time.perf_counter() - w0, out
+
+
+@case("chip_ns_per_mac")
+def bench_chip_ns_per_mac(repeat: int) -> dict:
+    """CPU ns per MAC of the chip path, ``ops.call("matmul")`` 1024^3 on 24 cores and on one core (its host
+    tiling done first, not counted), beside the lab's ``run_matmul`` with 64^3 tiles on one core (512^3),
+    in one process: the operator path should cost what its instructions cost, not more."""
+    from .. import ops
+    from ..config import a2
+    from ..kernels.matmul import MatmulTiling, run_matmul
+
+    rng = np.random.default_rng(0)
+    a5, b5 = (rng.standard_normal((512, 512)).astype(np.float16) for _ in range(2))
+    a, b = (rng.standard_normal((1024, 1024)).astype(np.float16) for _ in range(2))
+    one = a2.replace(name="a2-1core", num_cores=1)
+    run_matmul(a5[:64, :64].copy(), b5[:64, :64].copy(), tiling=MatmulTiling(64, 64, 64, 2))   # imports, caches
+    out = {"kernel": "chip_ns_per_mac", "target_ratio": CHIP_NS_PER_MAC_TARGET}
+    cpu, wall, r = _cpu(lambda: run_matmul(a5, b5, tiling=MatmulTiling(64, 64, 64, 2)))
+    base = cpu * 1e9 / 512 ** 3
+    out["run_matmul_512_64tiles"] = {"cpu_s": round(cpu, 2), "wall_s": round(wall, 2), "cpu_ns_per_mac": round(base, 3)}
+    for label, cfg in (("ops_matmul_1024_24_cores", None), ("ops_matmul_1024_1_core", one)):
+        _, ex = ops.get_workspace_size("matmul", a, b, config=cfg)
+        cpu, wall, res = _cpu(lambda: ops.execute(ex))
+        assert np.allclose(res.out[:8], a[:8].astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-2)
+        ns_mac = cpu * 1e9 / 1024 ** 3
+        out[label] = {"cores": res.profile.active_cores, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2),
+                      "tiling_s": round(ex.tiling_s, 2), "cpu_ns_per_mac": round(ns_mac, 3),
+                      "ratio_to_run_matmul": round(ns_mac / base, 3)}
+    out["meets_target"] = out["ops_matmul_1024_24_cores"]["ratio_to_run_matmul"] <= CHIP_NS_PER_MAC_TARGET
+    return out

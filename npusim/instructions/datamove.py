@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import costs
+from ..chipsync import atomic_op, store
 from ..core import current
 from ..errors import AlignmentError, DtypeError, OutOfBoundsError, UsageError, report
 from ..params import DataCopyExtParams, DataCopyPadExtParams, DataCopyParams, LoadData2DParams, LoadData3DParams, Nd2NzParams
@@ -123,15 +124,21 @@ def _move(core, dst, src, nblk, blen, src_pitch, dst_pitch, route, op, site) -> 
     """Copy ``nblk`` blocks of ``blen`` bytes; the common body of every DataCopy form."""
     pipe, path = route
     smem, dmem = path.split("->")
+    to_gm = dmem == "GM"
     if core.check:
         vc = core.epoch(pipe)
         end_s = (nblk - 1) * src_pitch + blen
         end_d = (nblk - 1) * dst_pitch + blen
         touch_bytes(core, src, 0, end_s, False, pipe, vc, site, op, src_pitch, blen, nblk)
-        touch_bytes(core, dst, 0, end_d, True, pipe, vc, site, op, dst_pitch, blen, nblk)
+        touch_bytes(core, dst, 0, end_d, True, pipe, vc, site, atomic_op(core, op) if to_gm else op, dst_pitch,
+                    blen, nblk)
     sbuf, sbase, _ = _raw(src)
     dbuf, dbase, _ = _raw(dst)
-    np.copyto(_strided(dbuf, dbase, nblk, blen, dst_pitch), _strided(sbuf, sbase, nblk, blen, src_pitch))
+    d, s = _strided(dbuf, dbase, nblk, blen, dst_pitch), _strided(sbuf, sbase, nblk, blen, src_pitch)
+    if to_gm:
+        store(core, d, s, dst.dtype, site)
+    else:
+        np.copyto(d, s)
     total = nblk * blen
     cost = _route_cost(core, path, src, dst, nblk, blen, src_pitch, dst_pitch, total)
     core.issue(pipe, cost, op, total, site)
@@ -188,7 +195,7 @@ def _fast_copy(core, dst, src, count: int, site) -> bool:
     its messages."""
     if type(src) is GlobalTensor and type(dst) is LocalTensor:
         g, loc, load = src, dst, True
-    elif type(src) is LocalTensor and type(dst) is GlobalTensor:
+    elif type(src) is LocalTensor and type(dst) is GlobalTensor and core.atomic is None:
         g, loc, load = dst, src, False
     else:
         return False
@@ -349,11 +356,11 @@ def data_copy_pad(dst, src, params, pad_params: DataCopyPadExtParams | None = No
             touch_bytes(core, src, 0, (p.block_count - 1) * ub_pitch + p.block_len, False, pipe, vc, site,
                         "data_copy_pad", ub_pitch, p.block_len, p.block_count)
             touch_bytes(core, dst, 0, (p.block_count - 1) * gm_pitch + p.block_len, True, pipe, vc, site,
-                        "data_copy_pad", gm_pitch, p.block_len, p.block_count)
+                        atomic_op(core, "data_copy_pad"), gm_pitch, p.block_len, p.block_count)
         sbuf, sbase, _ = _raw(src)
         dbuf, dbase, _ = _raw(dst)
-        np.copyto(_strided(dbuf, dbase, p.block_count, p.block_len, gm_pitch),
-                  _strided(sbuf, sbase, p.block_count, p.block_len, ub_pitch))
+        store(core, _strided(dbuf, dbase, p.block_count, p.block_len, gm_pitch),
+              _strided(sbuf, sbase, p.block_count, p.block_len, ub_pitch), dst.dtype, site)
         cost = core.memsys.write(core, dst, _gm_offset(dst), p.block_count, p.block_len, gm_pitch)
     total = p.block_count * p.block_len
     core.issue(pipe, cost, "data_copy_pad", total, site)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..chipsync import atomic_op, store
 from ..core import current
 from ..dtypes import NAMES
 from ..errors import DtypeError, UsageError
@@ -99,7 +100,7 @@ def _fixpipe(dst, src, params: FixpipeParams) -> None:
         touch_bytes(core, src, 0, n1 * src_m * 16 * src.dtype.itemsize, False, pipe, vc, site, op)
         if isinstance(scale, LocalTensor):
             touch_bytes(core, scale, 0, n * 4, False, pipe, vc, site, op)
-        touch_bytes(core, dst, 0, ((m - 1) * dst_stride + n) * osz, True, pipe, vc, site, op,
+        touch_bytes(core, dst, 0, ((m - 1) * dst_stride + n) * osz, True, pipe, vc, site, atomic_op(core, op),
                     dst_stride * osz, n * osz, m)
     nz = src.view()[:n1 * src_m * 16].reshape(n1, src_m, 16)
     res = nz.transpose(1, 0, 2).reshape(src_m, n1 * 16)[:m, :n]
@@ -109,7 +110,8 @@ def _fixpipe(dst, src, params: FixpipeParams) -> None:
     if p.relu:
         res = np.maximum(res, res.dtype.type(0))
     out = cast(res, dst.dtype, RoundMode.CAST_RINT) if res.dtype != dst.dtype else res
-    _view(dst.buf.raw, dst.offset * osz, (m, n), (dst_stride * osz, osz), dst.dtype)[...] = out
+    store(core, _view(dst.buf.raw, dst.offset * osz, (m, n), (dst_stride * osz, osz), dst.dtype), out, dst.dtype,
+          site)
     l0c_bytes = src_m * n1 * 16 * src.dtype.itemsize
     cfg = core.cfg
     cost = core.memsys.write(core, dst, _gm_offset(dst), m, n * osz, dst_stride * osz,

@@ -23,12 +23,12 @@ FLOATS = ["float16", "float32"]
 
 
 def elementwise_tiling(total: int, itemsize: int, queues: int, cfg: HardwareConfig) -> TilingData:
-    """Blocks and tile for a streaming element-wise kernel: enough blocks to keep every core busy with at
-    least 8 KB each, and the largest 512 B-multiple tile for which ``queues`` x 2 buffers fit in UB (no
+    """Blocks and tile for a streaming element-wise kernel: enough blocks to keep every vector core (48 AIV
+    on a2) busy with at least 8 KB each, and the largest 512 B-multiple tile for which ``queues`` x 2 buffers fit in UB (no
     launch for an empty tensor)."""
     if total == 0:
         return TilingData(block_dim=0, fields={"total": 0, "tile": 0, "buffer_num": 2})
-    block_dim = max(1, min(cfg.num_cores, total * itemsize // 8192))
+    block_dim = max(1, min(cfg.vector_cores, total * itemsize // 8192))
     per_block = -(-total // block_dim)
     tile = cfg.ub_bytes // (queues * 2) // 512 * 512 // itemsize
     tile = max(256 // itemsize, min(tile, -(-per_block * itemsize // 512) * 512 // itemsize))
@@ -100,7 +100,7 @@ def _softmax_tiling(ctx: InferContext) -> TilingData:
     per_elem = 4 * isz + 4
     tile = (ctx.config.ub_bytes - 4096) // per_elem // 256 * 256
     tile = min(tile, -(-cols // 64) * 64)
-    return TilingData(block_dim=max(1, min(rows, ctx.config.num_cores)),
+    return TilingData(block_dim=max(1, min(rows, ctx.config.vector_cores)),
                       fields={"rows": rows, "cols": cols, "tile": tile, "buffer_num": 2})
 
 

@@ -188,8 +188,10 @@ def get_workspace_size(name: str, *inputs: np.ndarray | None, out: list[np.ndarr
     return tiling.workspace_bytes, Executor(op, ctx, tiling, padded, list(out), hit, spent)
 
 
-def execute(executor: Executor, workspace: np.ndarray | None = None, *, sanitize: str = "error") -> OpResult:
-    """Stage 2 (aclnnXxx): launch the kernel of the executor's tiling key on its block_dim."""
+def execute(executor: Executor, workspace: np.ndarray | None = None, *, sanitize: str = "error",
+            progress: bool | None = None) -> OpResult:
+    """Stage 2 (aclnnXxx): launch the kernel of the executor's tiling key on its block_dim. ``progress``:
+    the launch's progress line (:func:`npusim.launch`: True, None once it takes 2 s, False)."""
     ex = executor
     if ex.tiling.block_dim == 0:   # nothing to compute: the outputs were allocated as zeros
         idle = Profile.idle(ex.op.name, ex.ctx.config)
@@ -207,12 +209,14 @@ def execute(executor: Executor, workspace: np.ndarray | None = None, *, sanitize
             raise OpError(f"{ex.op.name}: workspace of {workspace.nbytes} B, {ex.tiling.workspace_bytes} B needed")
         args.append(workspace)
     run = launch(ex.op.kernels[ex.tiling.tiling_key], ex.tiling.block_dim, *args, ex.tiling,
-                 config=ex.ctx.config, sanitize=sanitize)
+                 config=ex.ctx.config, sanitize=sanitize, progress=progress)
     return OpResult(ex.outputs, run.profile, ex.tiling, ex.cache_hit, ex.tiling_s, [(ex.op.name, run.profile)])
 
 
 def call(name: str, *inputs: np.ndarray | None, config: HardwareConfig | str | None = None,
-         cache: TilingCache | None = None, sanitize: str = "error", **attrs: Any) -> OpResult:
-    """Validate, tile and run operator ``name`` on numpy inputs (both stages)."""
+         cache: TilingCache | None = None, sanitize: str = "error", progress: bool | None = None,
+         **attrs: Any) -> OpResult:
+    """Validate, tile and run operator ``name`` on numpy inputs (both stages); ``progress`` as for
+    :func:`execute`."""
     _, ex = get_workspace_size(name, *inputs, config=config, cache=cache, **attrs)
-    return execute(ex, sanitize=sanitize)
+    return execute(ex, sanitize=sanitize, progress=progress)

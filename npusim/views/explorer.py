@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import ipywidgets as w
 from matplotlib.figure import Figure
 
+from .. import progress as _progress
 from ..errors import NpuSimError, UsageError
 from ..profile import Profile
 from .charts import CHARTS, compare
@@ -64,6 +65,9 @@ def report_progress(text: str) -> bool:
         return False
     _computing[-1].status.value = _busy_line(text)
     return True
+
+
+_progress.REPORTERS.append(report_progress)   # long work shows its progress on the explorer's status line
 
 
 def _busy_line(text: str) -> str:

@@ -257,7 +257,7 @@ def per_block_copy(x, y, n, addrs):
 
 @pytest.mark.parametrize("block_dim", [3, 5, 8])
 def test_block_dim_above_num_cores_runs_in_waves(block_dim):
-    cfg = CFG.replace(name="two-cores", num_cores=2)
+    cfg = CFG.replace(name="two-cores", num_cores=1)   # one AI core: two Vector cores for this vector kernel
     n = 2048
     x = np.arange(n * block_dim, dtype=np.float16)
     y = np.zeros_like(x)
@@ -284,7 +284,8 @@ def test_cores_share_one_hbm_for_reads_and_writes(block_dim):
     addrs = {}
     res = ns.launch(per_block_copy, block_dim, x, np.zeros_like(x), n, addrs)
     p = res.profile
-    active = min(block_dim, CFG.num_cores)
+    active = min(block_dim, CFG.vector_cores)   # a vector kernel: up to 48 AIV at once
+    assert p.active_cores == active
     port, chip = CFG.gm_port_bytes_per_cycle, CFG.chip_gm_bytes_per_cycle
     # a cold L2 and distinct lines: every byte read and every byte written crosses HBM once
     assert p.hbm_read_bytes == p.hbm_write_bytes == block_dim * n * 2
