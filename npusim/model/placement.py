@@ -18,13 +18,14 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from ..views.palette import CATEGORY_COLOURS
 from ..views import charts as _views_charts  # noqa: F401  (installs the inline display of bare Figures)
 from .graph import DEVICE, HOST, Graph
 
 DPI = _views_charts.DPI
 FILL = {DEVICE: "#deebf7", HOST: "#fee6ce", "end": "#f2f2f2"}
-EDGE = {DEVICE: "#1f77b4", HOST: "#e6550d", "end": "#636363"}
-COPY = "#d62728"
+EDGE = {DEVICE: CATEGORY_COLOURS["device"], HOST: CATEGORY_COLOURS["host"], "end": "#333333"}
+COPY = CATEGORY_COLOURS["transfers"]
 FONT = 8.0
 SLOT_IN, STRIP_IN = 1.12, 1.3  # inches per node slot and per strip
 

@@ -24,7 +24,7 @@ def utilization(profile: Any, baseline: Any = None) -> Figure:
     heights = [ratio.get(k, 0.0) for k in keys]
     crit = prof.critical_pipe
     bars = ax.bar(range(len(keys)), heights, color=ROLE["achieved"], label="pipe busy ratio (% of kernel time)",
-                  gid="pipe_ratio", edgecolor=["black" if k == crit else "none" for k in keys], linewidth=1.5)
+                  gid="pipe_ratio", edgecolor=[ROLE["critical"] if k == crit else "none" for k in keys], linewidth=1.5)
     mac_x = len(keys) + 0.5
     mac = ax.bar([mac_x], [prof.mac_utilization], color=ROLE["mac"],
                  label="Cube MAC utilization (% of peak)", gid="mac_utilization")
