@@ -41,6 +41,7 @@ from .common import Epilogue
 from .epilogue import chain, dequant_scales, relu_tile, run_relu  # noqa: F401  (re-exported: lab 06, tests)
 from .geometry import ConvGeometry
 from .choose import choose_tiling
+from ..views.style import readable
 
 
 def relu_commutes_with_rounding(dtype=np.float16, sample: int = 1 << 22, seed: int = 0) -> int:
@@ -229,7 +230,7 @@ def fusion_chart(cmp: FusionComparison):
     g = cmp.fused.geometry
     fig.suptitle(f"conv2d + ReLU {g.n}x{g.cin}x{g.h}x{g.w} -> {g.cout}, {g.kh}x{g.kw} on "
                  f"'{fus.config.name}': fused {cmp.speedup:.2f}x", x=0.07, ha="left", fontsize="large")
-    return fig
+    return readable(fig)
 
 
 __all__ = ["compare_fusion", "FusionComparison", "run_relu", "chain", "dequant_scales", "relu_tile",

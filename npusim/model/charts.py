@@ -20,6 +20,7 @@ from ..views import charts as _views_charts  # noqa: F401  (installs the inline 
 from .metrics import CATEGORIES, LABELS, ModelProfile, category
 from .placement import placement, short_name  # noqa: F401  (the placement chart: its own module)
 from .schedule import LANES
+from ..views.style import readable
 
 DPI = _views_charts.DPI
 #: Colour of each breakdown category (and of the timeline bars of that kind).
@@ -89,7 +90,7 @@ def timeline(profile: ModelProfile, title: str | None = None, baseline: ModelPro
     handles = [Patch(color=COLOURS[c], label=LABELS[c]) for c in CATEGORIES if c != "idle"]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, -0.22), ncols=4, fontsize="small",
               frameon=False)
-    return fig
+    return readable(fig)
 
 
 # --- breakdown -------------------------------------------------------------------------------------
@@ -133,7 +134,7 @@ def breakdown(profiles, labels: Sequence[str] | None = None, title: str | None =
     handles = [Patch(color=COLOURS[c], label=LABELS[c]) for c in CATEGORIES]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(-0.2, -0.62 / (height * (1 - bottom - top_margin))),
               ncols=5, fontsize="small", frameon=False)
-    return fig
+    return readable(fig)
 
 
 # --- utilisation ------------------------------------------------------------------------------------
@@ -175,7 +176,7 @@ def op_utilization(profile: ModelProfile) -> Figure:
     ax.set_ylabel("Cube MAC utilisation (log)")
     ax.set_title(f"{prof.label}: kernels vs the whole model (batch {prof.batch})", loc="left", fontsize="medium")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
-    return fig
+    return readable(fig)
 
 
 #: Charts by name, for the explorer.

@@ -17,6 +17,7 @@ from ..views.charts import DPI  # also lets a bare Figure display inline in IPyt
 from .kernels import Recording, dilate_pad, grad_input_plan
 from .memory import SavedTensorMeter
 from .training import FP16_NORMAL, FP16_TINY, GradientReport, TrainRun
+from ..views.style import readable
 
 _COLOURS = palette.SERIES_COLOURS[1:] + palette.SERIES_COLOURS[:1]   # one per layer or run, in order
 
@@ -57,7 +58,7 @@ def three_layers() -> Figure:
                                          mutation_scale=12, color="#555555"))
     ax.text(3.25, 5.25, "here (npusim)", ha="center", fontsize=10, style="italic")
     ax.text(8.25, 5.25, "on a real Ascend stack", ha="center", fontsize=10, style="italic")
-    return fig
+    return readable(fig)
 
 
 def transposed_conv(h: int = 5, k: int = 3, stride: int = 2, padding: int = 1, dilation: int = 1) -> Figure:
@@ -87,7 +88,7 @@ def transposed_conv(h: int = 5, k: int = 3, stride: int = 2, padding: int = 1, d
     fig.suptitle(f"grad_input of a {k}x{k} conv (stride {stride}, padding {padding}) on a {h}x{h} input "
                  f"is a stride-1 convolution", fontsize=10)
     fig.tight_layout()
-    return fig
+    return readable(fig)
 
 
 def loss_curves(runs: Sequence[TrainRun], title: str = "training on the simulated core") -> Figure:
@@ -118,7 +119,7 @@ def loss_curves(runs: Sequence[TrainRun], title: str = "training on the simulate
     a2.set_title("gradients lost in the cast to fp16", fontsize=9)
     # fixed margins, not tight_layout: lab 08's explorer redraws this, and tight_layout draws it twice
     fig.subplots_adjust(left=0.07, right=0.985, bottom=0.15, top=0.9, wspace=0.25)
-    return fig
+    return readable(fig)
 
 
 def step_breakdown(rec: Recording, title: str = "one training step on the simulated core") -> Figure:
@@ -144,7 +145,7 @@ def step_breakdown(rec: Recording, title: str = "one training step on the simula
     width, height = fig.get_size_inches()
     left = (0.25 + 0.085 * max(map(len, roles), default=4)) / width
     fig.subplots_adjust(left=left, right=0.97, bottom=0.55 / height, top=1 - 0.35 / height)
-    return fig
+    return readable(fig)
 
 
 def gradient_histogram(report: GradientReport) -> Figure:
@@ -174,7 +175,7 @@ def gradient_histogram(report: GradientReport) -> Figure:
     fig.legend(handles, labels, fontsize="x-small", frameon=False, loc="lower center", ncols=len(labels))
     axes[0].set_ylabel("gradient values at layer outputs")
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    return fig
+    return readable(fig)
 
 
 def saved_tensors(meter: SavedTensorMeter, title: str = "memory held for backward") -> Figure:
@@ -201,4 +202,4 @@ def saved_tensors(meter: SavedTensorMeter, title: str = "memory held for backwar
     a2.set_xlabel("KB saved for backward (each tensor counted once)")
     a2.set_title("by layer", fontsize=9)
     fig.tight_layout()
-    return fig
+    return readable(fig)

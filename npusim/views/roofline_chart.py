@@ -12,6 +12,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from ..errors import UsageError
 from .palette import point
 from .style import ROLE, ROOF_COLOURS, as_profile, figure, legend_right, names
+from .style import readable
 
 
 def roofs(cfg, n: int, dtypes: Sequence[str] = ()) -> list[tuple[str, float]]:
@@ -171,4 +172,4 @@ def roofline(profiles: Any, labels: Sequence[str] | None = None, config=None, ba
         title += f"\nnot plotted (no FLOPs or no GM traffic): {', '.join(skipped)}"
     ax.set_title(title, loc="left", fontsize="medium")
     legend_right(ax)
-    return fig
+    return readable(fig)

@@ -9,6 +9,7 @@ from matplotlib.ticker import MultipleLocator, PercentFormatter
 
 from ..pipes import PIPE_ORDER
 from .style import PIPE_LABELS, ROLE, as_profile, category_labels, figure, legend_above, pipe_label
+from .style import readable
 
 
 def utilization(profile: Any, baseline: Any = None) -> Figure:
@@ -49,4 +50,4 @@ def utilization(profile: Any, baseline: Any = None) -> Figure:
     ax.set_title(f"{prof.kernel}: pipe utilization | critical pipe: {pipe_label(crit)}", loc="left",
                  fontsize="medium", pad=22)
     legend_above(ax, ncols=3)
-    return fig
+    return readable(fig)

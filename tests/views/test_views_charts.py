@@ -372,3 +372,18 @@ def test_a_pinned_baseline_fixes_the_time_axis(xy, vadd, vadd_fast):
     for chart in (charts.utilization, charts.bandwidth):
         marks = artists(chart(mid, baseline=base), "baseline")
         assert marks, f"{chart.__name__} does not mark the baseline"
+
+
+def test_bandwidth_axis_fits_the_cores_paths_and_cuts_the_chips_hbm(vadd):
+    """One core: the axis is scaled to its paths' peaks (a 20 % bar is a fifth of its peak bar, not a sliver
+    under the chip's 1,600 GB/s); the HBM peak is drawn cut at the top, with its value written on it."""
+    fig = charts.bandwidth(vadd)
+    ax = fig.axes[0]
+    bw = vadd.bandwidth
+    core_peaks = [bw[p]["peak_gbps"] for p in bw if p not in ("L2", "HBM")]
+    assert ax.get_ylim()[1] <= 2 * 1.15 * max(core_peaks) < bw["HBM"]["peak_gbps"]
+    (cut,) = patches(fig, "peak_gbps|cut")
+    assert cut.get_height() == pytest.approx(ax.get_ylim()[1])
+    assert f"{bw['HBM']['peak_gbps']:,.0f}" in texts(fig)
+    for bar, p in zip(patches(fig, "achieved_gbps"), [p for p in bw if p != "HBM"]):
+        assert bar.get_height() == pytest.approx(bw[p]["achieved_gbps"])
