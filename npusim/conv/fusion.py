@@ -41,7 +41,7 @@ from .common import Epilogue
 from .epilogue import chain, dequant_scales, relu_tile, run_relu  # noqa: F401  (re-exported: lab 06, tests)
 from .geometry import ConvGeometry
 from .choose import choose_tiling
-from ..views.style import readable
+from ..chartstyle import readable
 
 
 def relu_commutes_with_rounding(dtype=np.float16, sample: int = 1 << 22, seed: int = 0) -> int:
@@ -196,7 +196,7 @@ def fusion_chart(cmp: FusionComparison):
     speed-up; GM bytes per path of each, with the bytes saved. A matplotlib Figure."""
     from matplotlib.figure import Figure
 
-    from ..views import palette
+    from .. import chartstyle as palette
 
     sep, fus, relu = cmp.separate.profile, cmp.fused_profile, cmp.relu_profile
     fig = Figure(figsize=(10.0, 3.6), dpi=80)

@@ -15,12 +15,12 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ..errors import UsageError
-from ..views import palette as _palette
+from .. import chartstyle as _palette
 from ..views import charts as _views_charts  # noqa: F401  (installs the inline display of bare Figures)
 from .metrics import CATEGORIES, LABELS, ModelProfile, category
 from .placement import placement, short_name  # noqa: F401  (the placement chart: its own module)
 from .schedule import LANES
-from ..views.style import readable
+from ..chartstyle import readable
 
 DPI = _views_charts.DPI
 #: Colour of each breakdown category (and of the timeline bars of that kind).

@@ -18,10 +18,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..views.palette import CATEGORY_COLOURS
+from ..chartstyle import CATEGORY_COLOURS
 from ..views import charts as _views_charts  # noqa: F401  (installs the inline display of bare Figures)
 from .graph import DEVICE, HOST, Graph
-from ..views.style import readable
+from ..chartstyle import readable
 
 DPI = _views_charts.DPI
 FILL = {DEVICE: "#deebf7", HOST: "#fee6ce", "end": "#f2f2f2"}

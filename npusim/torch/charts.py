@@ -12,12 +12,12 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-from ..views import palette
+from .. import chartstyle as palette
 from ..views.charts import DPI  # also lets a bare Figure display inline in IPython
 from .kernels import Recording, dilate_pad, grad_input_plan
 from .memory import SavedTensorMeter
 from .training import FP16_NORMAL, FP16_TINY, GradientReport, TrainRun
-from ..views.style import readable
+from ..chartstyle import readable
 
 _COLOURS = palette.SERIES_COLOURS[1:] + palette.SERIES_COLOURS[:1]   # one per layer or run, in order
 

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from ..errors import UsageError
-from .palette import point
+from ..chartstyle import point
 from .style import ROLE, ROOF_COLOURS, as_profile, figure, legend_right, names
 from .style import readable
 
@@ -138,9 +138,9 @@ def roofline(profiles: Any, labels: Sequence[str] | None = None, config=None, ba
             ax.plot([x_lo, top / rate], [x_lo * rate, top], "-" if key != "all ports" else "--",
                     color=ROOF_COLOURS[key], lw=1.4, label=f"{label}{suffix}", gid=f"gm|{key}|{n}")
         for name, peak in roofs(cfg, n, dtypes):
-            ax.plot([peak / mem[n][-1][2], x_hi], [peak, peak], "-", color=ROOF_COLOURS.get(name, ROOF_COLOURS["Cube fp16"]),
-                    lw=1.8, gid=f"roof|{name}|{n}")
-            labels_at.append((peak, f"{name}{suffix}", ROOF_COLOURS.get(name, ROOF_COLOURS["Cube fp16"])))
+            colour = ROOF_COLOURS.get(name, ROOF_COLOURS["Cube fp16"])
+            ax.plot([peak / mem[n][-1][2], x_hi], [peak, peak], "-", color=colour, lw=1.8, gid=f"roof|{name}|{n}")
+            labels_at.append((peak, f"{name}{suffix}", colour))
     _label_roofs(ax, labels_at, x_hi, y_lo, y_hi)
     skipped = []
     for i, (prof, name) in enumerate(zip(profs, labels_)):
@@ -154,8 +154,8 @@ def roofline(profiles: Any, labels: Sequence[str] | None = None, config=None, ba
         ax.plot([x], [y], "o", color=c, markersize=8, label=f"{name} ({prof.bound}-bound, {y / roof:.0%} of its roof)",
                 gid=f"point|{i}")
     if base is not None and ok(base):
-        ax.plot([base.arithmetic_intensity], [base.achieved_flops], "o", mfc="none", mec=ROLE["baseline"],
-                mew=1.8, markersize=11, label="baseline", gid="baseline")
+        ax.plot([base.arithmetic_intensity], [base.achieved_flops], "o", color=ROLE["baseline"], mfc="none",
+                mec=ROLE["baseline"], mew=1.8, markersize=11, label="baseline", gid="baseline")
     ax.plot([], [], "_", color="#333333", markersize=14, markeredgewidth=2.2,
             label="tick: a kernel's own roof (its reads, writes, L2 hits)")
     ax.set_xlim(x_lo, x_hi)

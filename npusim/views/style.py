@@ -22,17 +22,11 @@ from matplotlib.figure import Figure
 from ..errors import UsageError
 from ..pipes import PIPE_ORDER, Pipe
 from ..profile import Profile
-from . import palette as _palette
-from .palette import FAMILY_COLOURS
+from .. import chartstyle as _palette
+from ..chartstyle import FAMILY_COLOURS, FONT, MIN_POINTS, readable  # noqa: F401
 
 #: Resolution figures are made for. Modest on purpose: the explorer redraws them on every slider move.
-DPI = 80
-#: Font sizes in points of a figure at :data:`DPI`, the smallest first. A notebook shows a PNG at its pixel
-#: size (1 CSS px per pixel at 100 % zoom), and 1 CSS pt = 96/72 px, so a text of ``s`` pt at 80 dpi reads as
-#: ``s * 80 / 96`` CSS pt: :data:`MIN_POINTS` = 10.8 pt reads as 9 pt. Every text of every chart is at
-#: least that (the layout tests check it).
-MIN_POINTS = 9.0
-FONT = {"value": MIN_POINTS, "tick": MIN_POINTS, "legend": MIN_POINTS, "label": 11.5, "title": 12.0}
+DPI = _palette.DPI
 
 PIPE_LABELS = {Pipe.MTE2: "MTE2", Pipe.MTE1: "MTE1", Pipe.M: "M (Cube)", Pipe.V: "V (Vector)",
                Pipe.FIX: "FIX", Pipe.MTE3: "MTE3", Pipe.S: "S (Scalar)"}
@@ -215,18 +209,3 @@ def register_notebook_display() -> None:
 
         png.for_type(Figure, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
 
-
-def readable(fig: Figure, points: float | None = None) -> Figure:
-    """Raise every text of ``fig`` smaller than ``points`` (default :data:`MIN_POINTS`) to that size: titles,
-    labels, legends, annotations, and the tick labels (also those made when the figure is drawn). Charts
-    call it last, so no chart of the course shows text under 9 CSS pt at 100 % zoom."""
-    from matplotlib.text import Text
-
-    size = MIN_POINTS if points is None else points
-    for ax in fig.axes:
-        ax.tick_params(labelsize=max(size, ax.xaxis.get_ticklabels()[0].get_fontsize()
-                                     if ax.xaxis.get_ticklabels() else size))
-    for t in fig.findobj(Text):
-        if t.get_fontsize() < size:
-            t.set_fontsize(size)
-    return fig

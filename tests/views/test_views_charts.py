@@ -14,7 +14,8 @@ from matplotlib.figure import Figure
 
 import npusim as ns
 from npusim.pipes import PIPE_ORDER, Pipe
-from npusim.views import charts, palette
+from npusim import chartstyle as palette
+from npusim.views import charts
 from npusim.views.binning import busy_per_bin
 from npusim.views.style import category_texts, legend_entries
 

@@ -1,4 +1,9 @@
-"""Every colour a chart of the course uses, each with one meaning, defined once.
+"""How every chart of the course looks: its colours, each with one meaning, and its smallest text.
+
+(A foundation module, pure data and one helper: the charts of every layer, ``views``, ``conv``'s fusion
+chart, ``torch`` and ``model``, take their colours and text size from here.)
+
+Colours, defined once.
 
 Five kinds of thing are coloured, and no colour belongs to two of them (:func:`check_disjoint`, tested):
 
@@ -8,15 +13,16 @@ Five kinds of thing are coloured, and no colour belongs to two of them (:func:`c
 - :data:`ROOF_COLOURS`: the roofs of a roofline (compute peaks and memory slopes);
 - :data:`POINT_COLOURS`: the kernels plotted on a roofline, in order;
 
-plus :data:`ROLE`, :data:`RANGE_COLOURS` (ranges of a number format, a phase of a run) (what a bar or line stands for in one chart: achieved, peak, baseline, capacity...) and
-:data:`CATEGORY_COLOURS` (where the time of a whole inference goes: device, PCIe transfers, host...). A chart
+plus :data:`ROLE` (what a bar or line stands for: achieved, peak, baseline, capacity...),
+:data:`RANGE_COLOURS` (ranges of a number format, a phase of a run) and :data:`CATEGORY_COLOURS` (where the
+time of a whole inference goes: device, PCIe transfers, host...). A chart
 names what its colours mean on the chart itself (a legend, a key beside the data, or labels on the lines),
 so the same colour reads the same in every lab: purple is ``mmad`` and nothing else.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 #: Operation families (the timeline's legend), by the family's label (see ``style.FAMILIES``).
 FAMILY_COLOURS: dict[str, str] = {
@@ -61,6 +67,15 @@ RANGE_COLOURS: dict[str, str] = {"fp16: rounds to 0": "#54278f", "fp16: subnorma
                                  "backward": "#ffff99"}
 #: Neutral greys for structure (grids, separators, faded entries): they carry no meaning.
 NEUTRAL = frozenset({"#999999", "#d9d9d9", "#969696", "#ffffff", "#333333", "#bbbbbb", "#b0b0b0"})
+
+#: Resolution figures are made for (``views.style.DPI``).
+DPI = 80
+#: Font sizes in points of a figure at :data:`DPI`, the smallest first. A notebook shows a PNG at its pixel
+#: size (1 CSS px per pixel at 100 % zoom), and 1 CSS pt = 96/72 px, so a text of ``s`` pt at 80 dpi reads as
+#: ``s * 80 / 96`` CSS pt: :data:`MIN_POINTS` = 10.8 pt reads as 9 pt. Every text of every chart is at
+#: least that (the layout tests check it).
+MIN_POINTS = 9.0
+FONT = {"value": MIN_POINTS, "tick": MIN_POINTS, "legend": MIN_POINTS, "label": 11.5, "title": 12.0}
 
 SETS: dict[str, Mapping | tuple] = {"family": FAMILY_COLOURS, "path": PATH_COLOURS, "series": SERIES_COLOURS,
                                     "roof": ROOF_COLOURS, "point": POINT_COLOURS, "role": ROLE,
@@ -109,3 +124,19 @@ def point(i: int) -> str:
 def path(name: str) -> str:
     """The colour of a data path (an unknown one: a neutral grey)."""
     return PATH_COLOURS.get(name, "#b0b0b0")
+
+
+def readable(fig: Any, points: float | None = None) -> Any:
+    """Raise every text of ``fig`` smaller than ``points`` (default :data:`MIN_POINTS`) to that size: titles,
+    labels, legends, annotations, and the tick labels (also those made when the figure is drawn). Charts
+    call it last, so no chart of the course shows text under 9 CSS pt at 100 % zoom."""
+    from matplotlib.text import Text
+
+    size = MIN_POINTS if points is None else points
+    for ax in fig.axes:
+        ax.tick_params(labelsize=max(size, ax.xaxis.get_ticklabels()[0].get_fontsize()
+                                     if ax.xaxis.get_ticklabels() else size))
+    for t in fig.findobj(Text):
+        if t.get_fontsize() < size:
+            t.set_fontsize(size)
+    return fig
