@@ -301,6 +301,14 @@ class Profile:
         return max(self.compute_bound_cycles, self.memory_bound_cycles)
 
     @property
+    def attainable_flops(self) -> float:
+        """The roof of this launch: ``flops / roofline_cycles`` (in FLOP/s), the FLOP/s no launch with its
+        work and its bytes per path (reads, writes, L2 hits) can exceed; its roofline point lies below it
+        (``achieved_flops / attainable_flops = roofline_efficiency``)."""
+        secs = self.roofline_cycles / (self.config.clock_ghz * 1e9)
+        return self.flops / secs if secs else float("inf")
+
+    @property
     def roofline_efficiency(self) -> float:
         """``roofline_cycles / total_cycles``: 1.0 means the kernel runs at its roofline."""
         return self.roofline_cycles / self.total_cycles if self.total_cycles else 0.0

@@ -16,6 +16,8 @@ import sysconfig
 import traceback
 from types import TracebackType
 
+from .wrap import wrap
+
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _LIB_DIRS = tuple({os.path.abspath(p) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
                                                  sysconfig.get_paths()["platlib"], sys.prefix,
@@ -106,7 +108,7 @@ def unfinished_line(exc: BaseException) -> str:
     """One line for an unfinished exercise."""
     where = innermost_learner_site(exc.__traceback__).split(":")[0]
     what = str(exc).strip() or "this part"
-    return f"not finished yet: {what}" + (f" ({where})" if where else "")
+    return wrap(f"not finished yet: {what}" + (f" ({where})" if where else ""))
 
 
 def passes_through_package(tb: TracebackType | None) -> bool:
@@ -115,7 +117,8 @@ def passes_through_package(tb: TracebackType | None) -> bool:
 
 def compact(exc: BaseException) -> list[str]:
     """The exception as a learner should see it: type and message, then the learner's frames (innermost
-    last) with their lines; never the simulator's frames."""
+    last) with their lines; never the simulator's frames. Lines are wrapped at ``npusim.wrap.WIDTH``
+    characters on word boundaries."""
     head = f"{RED}{type(exc).__name__}{RESET}: {exc}"
     lines = [head]
     frames = learner_frames(exc.__traceback__)
@@ -124,7 +127,7 @@ def compact(exc: BaseException) -> list[str]:
         lines.append(f"  in {site(f.filename, f.lineno)}" + (f": {code}" if code else ""))
     if passes_through_package(exc.__traceback__):
         lines.append("  (npusim.show_internals(True) shows the simulator's own frames too)")
-    return lines
+    return wrap("\n".join(lines)).split("\n")
 
 
 def render(exc: BaseException) -> list[str] | None:

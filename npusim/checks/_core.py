@@ -20,6 +20,7 @@ import numpy as np
 
 from ..tracebacks import RED, RESET, innermost_learner_site
 from ..errors import NpuSimError
+from ..wrap import wrap
 from ..launch import LaunchResult, launch
 
 SEED_ENV = "NPUSIM_CHECK_SEED"
@@ -36,14 +37,14 @@ class CheckFailed(AssertionError):
 
     def _render_traceback_(self) -> list[str]:
         # IPython calls this instead of printing a traceback: the learner sees the message, not our frames
-        return [f"{RED}CheckFailed{RESET}: {self}"]
+        return wrap(f"{RED}CheckFailed{RESET}: {self}").split("\n")
 
 
 class NotFinished(CheckFailed):
     """The exercise a check runs still holds its ``raise NotImplementedError`` stub."""
 
     def _render_traceback_(self) -> list[str]:
-        return [str(self)]
+        return wrap(str(self)).split("\n")
 
 
 def strict() -> bool:
@@ -79,9 +80,9 @@ def passed(check: str, detail: str) -> None:
 def show_failure(e: CheckFailed) -> None:
     """How a failing check looks in a notebook: one line when unfinished, else its message in red."""
     if isinstance(e, NotFinished):
-        print(f"{e.check}: {e.message}")
+        print(wrap(f"{e.check}: {e.message}"))
     else:
-        print(f"{RED}FAILED{RESET} {e.check}: {e.message}", file=sys.stderr)
+        print(wrap(f"{RED}FAILED{RESET} {e.check}: {e.message}"), file=sys.stderr)
 
 
 def learner_facing(fn: Callable[..., None]) -> Callable[..., None]:

@@ -41,6 +41,7 @@ from .common import Epilogue
 from .epilogue import chain, dequant_scales, relu_tile, run_relu  # noqa: F401  (re-exported: lab 06, tests)
 from .geometry import ConvGeometry
 from .choose import choose_tiling
+from ..chartstyle import readable
 
 
 def relu_commutes_with_rounding(dtype=np.float16, sample: int = 1 << 22, seed: int = 0) -> int:
@@ -195,14 +196,16 @@ def fusion_chart(cmp: FusionComparison):
     speed-up; GM bytes per path of each, with the bytes saved. A matplotlib Figure."""
     from matplotlib.figure import Figure
 
+    from .. import chartstyle as palette
+
     sep, fus, relu = cmp.separate.profile, cmp.fused_profile, cmp.relu_profile
     fig = Figure(figsize=(10.0, 3.6), dpi=80)
     ax = fig.add_axes((0.07, 0.18, 0.33, 0.62))
     ax2 = fig.add_axes((0.5, 0.18, 0.33, 0.62))
     x = [0, 1]
-    ax.bar(x[0], sep.time_us, color="#1f77b4", label="conv kernel", gid="conv_us")
-    ax.bar(x[0], relu.time_us, bottom=sep.time_us, color="#d62728", label="ReLU kernel", gid="relu_us")
-    bar = ax.bar(x[1], fus.time_us, color="#2ca02c", label="fused kernel", gid="fused_us")
+    ax.bar(x[0], sep.time_us, color=palette.series(1), label="conv kernel", gid="conv_us")
+    ax.bar(x[0], relu.time_us, bottom=sep.time_us, color=palette.series(2), label="ReLU kernel", gid="relu_us")
+    bar = ax.bar(x[1], fus.time_us, color=palette.series(3), label="fused kernel", gid="fused_us")
     ax.bar_label(bar, labels=[f"{cmp.speedup:.2f}x"], fontsize="small", fontweight="bold")
     ax.set_xticks(x)
     ax.set_xticklabels(["separate", "fused"])
@@ -211,12 +214,11 @@ def fusion_chart(cmp: FusionComparison):
     ax.set_title("time", loc="left", fontsize="medium")
     ax.legend(fontsize="small", frameon=False, loc="upper right")
     paths = sorted({k for p in (cmp.separate_profile, fus) for k in p.path_bytes if "GM" in k})
-    colours = {"GM->L1": "#9467bd", "GM->UB": "#ff7f0e", "L0C->GM": "#8c564b", "UB->GM": "#17becf"}
     for i, p in enumerate((cmp.separate_profile, fus)):
         bottom = 0
         for k in paths:
             v = p.path_bytes.get(k, 0) / 1024
-            ax2.bar(i, v, bottom=bottom, color=colours.get(k, "#b0b0b0"), label=k if i == 0 else None,
+            ax2.bar(i, v, bottom=bottom, color=palette.path(k), label=k if i == 0 else None,
                     gid=f"gm_bytes|{i}|{k}")
             bottom += v
     ax2.set_xticks(x)
@@ -228,7 +230,7 @@ def fusion_chart(cmp: FusionComparison):
     g = cmp.fused.geometry
     fig.suptitle(f"conv2d + ReLU {g.n}x{g.cin}x{g.h}x{g.w} -> {g.cout}, {g.kh}x{g.kw} on "
                  f"'{fus.config.name}': fused {cmp.speedup:.2f}x", x=0.07, ha="left", fontsize="large")
-    return fig
+    return readable(fig)
 
 
 __all__ = ["compare_fusion", "FusionComparison", "run_relu", "chain", "dequant_scales", "relu_tile",

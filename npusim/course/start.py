@@ -9,6 +9,7 @@ headless exactly as for a learner, asked for its status and for the first lab, a
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -23,13 +24,46 @@ from pathlib import Path
 
 FIRST_LAB = "labs/00_tour.ipynb"
 DEFAULT_PORT = 8888
+#: JupyterLab settings every learner's server gets, as Binder's ``postBuild`` sets them: no news or update
+#: toast over the labs.
+OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"checkForUpdates": False, "fetchNews": "false"}}
+#: Saving a notebook of ``solutions/`` keeps it without outputs (:mod:`npusim.course.save_hook`).
+SAVE_HOOK = "npusim.course.save_hook.keep_solutions_clean"
+
+
+def app_settings_dir(into: Path) -> Path:
+    """A copy of this JupyterLab's application settings folder (``<prefix>/share/jupyter/lab/settings``: its
+    ``overrides.json`` and the rest, if any) in ``into``, with :data:`OVERRIDES` merged into its
+    ``overrides.json``: the server is pointed at the copy, so the Python environment's files are never
+    changed."""
+    from jupyterlab.commands import get_app_dir
+
+    src = Path(get_app_dir()) / "settings"
+    dst = Path(into) / "settings"
+    if src.is_dir():
+        shutil.copytree(src, dst, dirs_exist_ok=True)
+    dst.mkdir(parents=True, exist_ok=True)
+    path = dst / "overrides.json"
+    try:
+        settings = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:
+        settings = {}  # an unreadable overrides file: JupyterLab would ignore it too
+    for plugin, values in OVERRIDES.items():
+        settings.setdefault(plugin, {}).update(values)
+    path.write_text(json.dumps(settings, indent=2) + "\n")
+    return dst
 
 
 def server_command(root: Path, port: int, ip: str = "127.0.0.1", browser: bool = True,
-                   token: str | None = None, retry_ports: bool = True) -> list[str]:
-    """The ``jupyter lab`` command line of :func:`main` (run with the working folder ``root``)."""
+                   token: str | None = None, retry_ports: bool = True, settings_dir: Path | None = None) -> list[str]:
+    """The ``jupyter lab`` command line of :func:`main` (run with the working folder ``root``). The first
+    lab is the server's default URL, not a file to open: so the URL the server prints (and opens) is the
+    lab's, ``/lab/tree/labs/00_tour.ipynb?token=...``, not the Launcher's ``/lab?token=...``.
+    ``settings_dir``: JupyterLab's application settings (:func:`app_settings_dir`)."""
     cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root}", f"--ip={ip}", f"--port={port}",
-           FIRST_LAB]
+           f"--LabApp.default_url=/lab/tree/{FIRST_LAB}", f"--ContentsManager.pre_save_hook={SAVE_HOOK}"]
+    if settings_dir is not None:
+        cmd.append(f"--LabApp.app_settings_dir={settings_dir}")
     if not retry_ports:
         cmd.append("--ServerApp.port_retries=0")
     if not browser:
@@ -64,14 +98,17 @@ def main(args) -> int:
     if args.check:
         return check(root)
     # a port the learner chose must not silently move to another
+    settings = Path(tempfile.mkdtemp(prefix="npusim-lab-settings-"))
     cmd = server_command(root, args.port or DEFAULT_PORT, args.ip, browser=not args.no_browser,
-                         retry_ports=args.port is None)
-    print(f"npusim start: JupyterLab at {root} (the file browser's root), opening {FIRST_LAB}; stop it with "
-          "Ctrl-C", flush=True)
+                         retry_ports=args.port is None, settings_dir=app_settings_dir(settings))
+    print(f"npusim start: JupyterLab at {root} (the file browser's root), opening {FIRST_LAB}: the URL to open "
+          "is the line below ending in 00_tour.ipynb?token=...; stop it with Ctrl-C", flush=True)
     try:
         return subprocess.call(cmd, cwd=root)
     except KeyboardInterrupt:
         return 0
+    finally:
+        shutil.rmtree(settings, ignore_errors=True)
 
 
 def free_port() -> int:
@@ -132,11 +169,13 @@ def first_cells(root: Path, timeout: float = 180) -> list[str]:
 
 
 def server_answers(root: Path, timeout: float = 120) -> list[str]:
-    """Start the server as :func:`main` would (headless, a free port, a token), fetch its status and the
-    first lab's page, stop it; the failures, in words."""
+    """Start the server as :func:`main` would (headless, a free port, a token), check that it prints the
+    first lab's URL, serves that lab's page and the news toast turned off, stop it; the failures, in words."""
     port, token = free_port(), secrets.token_hex(16)
-    cmd = server_command(root, port, browser=False, token=token, retry_ports=False)
-    log = Path(tempfile.mkdtemp(prefix="npusim-start-")) / "jupyter-lab.log"
+    tmp = Path(tempfile.mkdtemp(prefix="npusim-start-"))
+    cmd = server_command(root, port, browser=False, token=token, retry_ports=False,
+                         settings_dir=app_settings_dir(tmp))
+    log = tmp / "jupyter-lab.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
@@ -144,18 +183,29 @@ def server_answers(root: Path, timeout: float = 120) -> list[str]:
             why = wait_until_answers(proc, url, token, log, timeout)
             if why:
                 return [why]
+            failed = []
+            if f"{url}/lab/tree/{FIRST_LAB}?token=" not in log.read_text():
+                failed.append(f"the server did not print the URL of {FIRST_LAB}:\n{log.read_text()[-2000:]}")
             with urllib.request.urlopen(f"{url}/lab/tree/{FIRST_LAB}?token={token}", timeout=30) as r:
                 page = r.read().decode("utf-8", "replace")
             if r.status != 200 or "JupyterLab" not in page:
-                return [f"/lab/tree/{FIRST_LAB} answered {r.status} without JupyterLab's page"]
+                failed.append(f"/lab/tree/{FIRST_LAB} answered {r.status} without JupyterLab's page")
             with urllib.request.urlopen(f"{url}/api/contents/{FIRST_LAB}?token={token}&content=0", timeout=30) as r:
                 if r.status != 200:
-                    return [f"the server cannot see {FIRST_LAB} (root_dir is not the repository?)"]
-            print(f"  the server answered on port {port} with {FIRST_LAB} (pid {proc.pid}); stopping it", flush=True)
-            return []
+                    failed.append(f"the server cannot see {FIRST_LAB} (root_dir is not the repository?)")
+            plugin = next(iter(OVERRIDES))
+            with urllib.request.urlopen(f"{url}/lab/api/settings/{plugin}?token={token}", timeout=30) as r:
+                schema = json.loads(r.read())["schema"]["properties"]
+            for key, value in OVERRIDES[plugin].items():
+                if schema.get(key, {}).get("default") != value:
+                    failed.append(f"JupyterLab's setting {plugin}.{key} is not {value!r} (the news toast is on)")
+            if not failed:
+                print(f"  the server answered on port {port} with {FIRST_LAB} (pid {proc.pid}); stopping it",
+                      flush=True)
+            return failed
         finally:
             stop_server(proc)
-            shutil.rmtree(log.parent, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def check(root: Path) -> int:

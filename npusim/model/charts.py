@@ -15,15 +15,16 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ..errors import UsageError
+from .. import chartstyle as _palette
 from ..views import charts as _views_charts  # noqa: F401  (installs the inline display of bare Figures)
 from .metrics import CATEGORIES, LABELS, ModelProfile, category
 from .placement import placement, short_name  # noqa: F401  (the placement chart: its own module)
 from .schedule import LANES
+from ..chartstyle import readable
 
 DPI = _views_charts.DPI
 #: Colour of each breakdown category (and of the timeline bars of that kind).
-COLOURS = {"device": "#1f77b4", "transfers": "#d62728", "host": "#ff7f0e", "launch": "#9a9a9a",
-           "idle": "#e6e6e6"}
+COLOURS = _palette.CATEGORY_COLOURS
 _LANE_LABELS = {"host": "host ops", "launch": "kernel launch", "PCIe": "PCIe copies", "device": "device kernels"}
 
 
@@ -74,7 +75,7 @@ def timeline(profile: ModelProfile, title: str | None = None, baseline: ModelPro
     ax.set_ylim(-0.6, len(LANES) - 0.4)
     ax.set_xlim(0, t_end * 1.01)
     if baseline is not None:
-        ax.axvline(baseline.model_time_us, color="#222222", ls="--", lw=1.2, gid="baseline_end")
+        ax.axvline(baseline.model_time_us, color=_palette.ROLE["baseline"], ls="--", lw=1.2, gid="baseline_end")
         ax.annotate("baseline end", (baseline.model_time_us, 1.0), xycoords=("data", "axes fraction"),
                     xytext=(0, 2), textcoords="offset points", fontsize="x-small", va="bottom", ha="center",
                     annotation_clip=False)
@@ -89,7 +90,7 @@ def timeline(profile: ModelProfile, title: str | None = None, baseline: ModelPro
     handles = [Patch(color=COLOURS[c], label=LABELS[c]) for c in CATEGORIES if c != "idle"]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, -0.22), ncols=4, fontsize="small",
               frameon=False)
-    return fig
+    return readable(fig)
 
 
 # --- breakdown -------------------------------------------------------------------------------------
@@ -133,7 +134,7 @@ def breakdown(profiles, labels: Sequence[str] | None = None, title: str | None =
     handles = [Patch(color=COLOURS[c], label=LABELS[c]) for c in CATEGORIES]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(-0.2, -0.62 / (height * (1 - bottom - top_margin))),
               ncols=5, fontsize="small", frameon=False)
-    return fig
+    return readable(fig)
 
 
 # --- utilisation ------------------------------------------------------------------------------------
@@ -153,16 +154,16 @@ def op_utilization(profile: ModelProfile) -> Figure:
     w = 0.38
     k = [r["kernel_util"] for r in rows]
     o = [r["op_util"] for r in rows]
-    b1 = ax.bar([x - w / 2 for x in xs], k, w, color="#1f77b4", label="main kernel alone",
+    b1 = ax.bar([x - w / 2 for x in xs], k, w, color=_palette.series(1), label="main kernel alone",
                 gid="kernel_util")
-    b2 = ax.bar([x + w / 2 for x in xs], o, w, color="#aec7e8", label="op: kernel + layout transforms",
+    b2 = ax.bar([x + w / 2 for x in xs], o, w, color=_palette.series(2), label="op: kernel + layout transforms",
                 gid="op_util")
     turn = 90 if many else 0
     ax.bar_label(b1, labels=[f"{v:.1%}" for v in k], fontsize="x-small", rotation=turn, padding=2)
     ax.bar_label(b2, labels=[f"{v:.1%}" for v in o], fontsize="x-small", rotation=turn, padding=2)
-    ax.axhline(prof.mac_utilization, color="#d62728", ls="--", gid="model_util",
+    ax.axhline(prof.mac_utilization, color=_palette.ROLE["mac"], ls="--", gid="model_util",
                label=f"whole model: {prof.mac_utilization:.3%}")
-    ax.axhline(prof.device_mac_utilization, color="#555555", ls=":", gid="device_util",
+    ax.axhline(prof.device_mac_utilization, color=_palette.ROLE["achieved"], ls=":", gid="device_util",
                label=f"device while busy: {prof.device_mac_utilization:.1%}")
     ax.set_yscale("log")
     lo = min([prof.mac_utilization, *[v for v in k + o if v > 0]] or [1e-4])
@@ -175,7 +176,7 @@ def op_utilization(profile: ModelProfile) -> Figure:
     ax.set_ylabel("Cube MAC utilisation (log)")
     ax.set_title(f"{prof.label}: kernels vs the whole model (batch {prof.batch})", loc="left", fontsize="medium")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
-    return fig
+    return readable(fig)
 
 
 #: Charts by name, for the explorer.

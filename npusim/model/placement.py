@@ -18,13 +18,15 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from ..chartstyle import CATEGORY_COLOURS
 from ..views import charts as _views_charts  # noqa: F401  (installs the inline display of bare Figures)
 from .graph import DEVICE, HOST, Graph
+from ..chartstyle import readable
 
 DPI = _views_charts.DPI
 FILL = {DEVICE: "#deebf7", HOST: "#fee6ce", "end": "#f2f2f2"}
-EDGE = {DEVICE: "#1f77b4", HOST: "#e6550d", "end": "#636363"}
-COPY = "#d62728"
+EDGE = {DEVICE: CATEGORY_COLOURS["device"], HOST: CATEGORY_COLOURS["host"], "end": "#333333"}
+COPY = CATEGORY_COLOURS["transfers"]
 FONT = 8.0
 SLOT_IN, STRIP_IN = 1.12, 1.3  # inches per node slot and per strip
 
@@ -50,11 +52,11 @@ def placement(graph: Graph, title: str | None = None, per_row: int = 12) -> Figu
     side = {n.name: (HOST if n.op in ("input", "output") else n.placement) for n in order}
     strips = -(-len(order) // per_row)
 
-    width = 0.9 + per_row * SLOT_IN
+    width = 1.0 + per_row * SLOT_IN
     height = 0.95 + strips * STRIP_IN
     fig = Figure(figsize=(width, height), dpi=DPI)
     ax = fig.add_axes((0.0, 0.45 / height, 1.0, 1 - 0.9 / height))
-    ax.set_xlim(-0.85, per_row - 0.35)
+    ax.set_xlim(-0.98, per_row - 0.35)   # room for the lane names at 9 pt
     ax.set_ylim(-3 * strips + 1.35, 1.75)
     ax.axis("off")
 
@@ -94,7 +96,7 @@ def placement(graph: Graph, title: str | None = None, per_row: int = 12) -> Figu
                Line2D([], [], color=COPY, lw=0.9, ls=":", label="reads a copy made earlier")]
     fig.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.01, 0.0), ncols=5, fontsize="small",
                frameon=False)
-    return fig
+    return readable(fig)
 
 
 def _edge(ax, src: str, dst: str, xy, pos, side, number: int | None, per_row: int) -> None:

@@ -12,12 +12,16 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
+from .. import chartstyle as palette
 from ..views.charts import DPI  # also lets a bare Figure display inline in IPython
 from .kernels import Recording, dilate_pad, grad_input_plan
 from .memory import SavedTensorMeter
 from .training import FP16_NORMAL, FP16_TINY, GradientReport, TrainRun, scale_text
+from ..chartstyle import readable
 
-_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+_COLOURS = palette.SERIES_COLOURS[1:] + palette.SERIES_COLOURS[:1]   # one per layer or run, in order
+
+_RANGE = palette.RANGE_COLOURS
 
 
 def _figure(w: float, h: float) -> Figure:
@@ -54,7 +58,7 @@ def three_layers() -> Figure:
                                          mutation_scale=12, color="#555555"))
     ax.text(3.25, 5.25, "here (npusim)", ha="center", fontsize=10, style="italic")
     ax.text(8.25, 5.25, "on a real Ascend stack", ha="center", fontsize=10, style="italic")
-    return fig
+    return readable(fig)
 
 
 def transposed_conv(h: int = 5, k: int = 3, stride: int = 2, padding: int = 1, dilation: int = 1) -> Figure:
@@ -84,7 +88,7 @@ def transposed_conv(h: int = 5, k: int = 3, stride: int = 2, padding: int = 1, d
     fig.suptitle(f"grad_input of a {k}x{k} conv (stride {stride}, padding {padding}) on a {h}x{h} input "
                  f"is a stride-1 convolution", fontsize=10)
     fig.tight_layout()
-    return fig
+    return readable(fig)
 
 
 def loss_curves(runs: Sequence[TrainRun], title: str = "training on the simulated core") -> Figure:
@@ -115,7 +119,7 @@ def loss_curves(runs: Sequence[TrainRun], title: str = "training on the simulate
     a2.set_title("gradients lost in the cast to fp16", fontsize=9)
     # fixed margins, not tight_layout: lab 08's explorer redraws this, and tight_layout draws it twice
     fig.subplots_adjust(left=0.07, right=0.985, bottom=0.15, top=0.9, wspace=0.25)
-    return fig
+    return readable(fig)
 
 
 def step_breakdown(rec: Recording, title: str = "one training step on the simulated core") -> Figure:
@@ -129,8 +133,8 @@ def step_breakdown(rec: Recording, title: str = "one training step on the simula
     fig = _figure(6.5, 0.45 * len(roles) + 1.3)
     ax = fig.add_subplot(1, 1, 1)
     ypos = np.arange(len(roles))[::-1]
-    ax.barh(ypos, [main[r] for r in roles], color="#1f77b4", label="operator kernel", gid="kernel_us")
-    ax.barh(ypos, [other[r] for r in roles], left=[main[r] for r in roles], color="#ff7f0e",
+    ax.barh(ypos, [main[r] for r in roles], color=palette.series(1), label="operator kernel", gid="kernel_us")
+    ax.barh(ypos, [other[r] for r in roles], left=[main[r] for r in roles], color=palette.series(2),
             label="layout transforms", gid="transform_us")
     ax.set_yticks(ypos, roles)
     ax.set_xlabel("simulated device time (us)")
@@ -141,7 +145,7 @@ def step_breakdown(rec: Recording, title: str = "one training step on the simula
     width, height = fig.get_size_inches()
     left = (0.25 + 0.085 * max(map(len, roles), default=4)) / width
     fig.subplots_adjust(left=left, right=0.97, bottom=0.55 / height, top=1 - 0.35 / height)
-    return fig
+    return readable(fig)
 
 
 def gradient_histogram(report: GradientReport) -> Figure:
@@ -159,19 +163,19 @@ def gradient_histogram(report: GradientReport) -> Figure:
             a = a[a > 0].double() * s
             ax.hist(np.log2(a.numpy()), bins=bins, histtype="step", color=_COLOURS[i], lw=1.5, label=f"layer {name}",
                     gid=f"hist_{name}")
-        ax.axvspan(bins[0], np.log2(FP16_TINY) - 1, color="#d62728", alpha=0.12)
-        ax.axvspan(np.log2(FP16_TINY) - 1, np.log2(FP16_NORMAL), color="#ff7f0e", alpha=0.15)
+        ax.axvspan(bins[0], np.log2(FP16_TINY) - 1, color=_RANGE["fp16: rounds to 0"], alpha=0.12)
+        ax.axvspan(np.log2(FP16_TINY) - 1, np.log2(FP16_NORMAL), color=_RANGE["fp16: subnormal"], alpha=0.3)
         ax.set_xlabel(f"log2 |grad x {scale_text(s)}|")
         flushed = ", ".join(f"{n} {v:.0%}" for n, v in report.flushed[s].items())
         ax.set_title(f"loss scale {scale_text(s)}\nflushed to 0: {flushed}", fontsize=8.5)
     handles, labels = axes[0].get_legend_handles_labels()
-    handles += [Patch(color="#d62728", alpha=0.25), Patch(color="#ff7f0e", alpha=0.3)]
+    handles += [Patch(color=_RANGE["fp16: rounds to 0"], alpha=0.25), Patch(color=_RANGE["fp16: subnormal"], alpha=0.5)]
     labels += ["fp16: rounds to 0", "fp16: subnormal"]
     # below the axes: inside, it would cover the shaded fp16 ranges
     fig.legend(handles, labels, fontsize="x-small", frameon=False, loc="lower center", ncols=len(labels))
     axes[0].set_ylabel("gradient values at layer outputs")
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    return fig
+    return readable(fig)
 
 
 def saved_tensors(meter: SavedTensorMeter, title: str = "memory held for backward") -> Figure:
@@ -182,20 +186,20 @@ def saved_tensors(meter: SavedTensorMeter, title: str = "memory held for backwar
     ev = meter.events
     x = np.arange(len(ev) + 1)
     live = [0] + [e.live_bytes for e in ev]
-    a1.step(x, np.array(live) / 1024, where="post", color="#1f77b4", gid="live_bytes")
+    a1.step(x, np.array(live) / 1024, where="post", color=palette.series(1), gid="live_bytes")
     first_bw = next((e.index for e in ev if e.phase != "forward"), None)
     if first_bw is not None:
-        a1.axvspan(first_bw + 0.5, len(ev), color="#ff7f0e", alpha=0.12)
-        a1.text(first_bw + 1, max(live) / 1024 * 0.95, "backward", color="#ff7f0e", fontsize=8, va="top")
+        a1.axvspan(first_bw + 0.5, len(ev), color=_RANGE["backward"], alpha=0.5)
+        a1.text(first_bw + 1, max(live) / 1024 * 0.95, "backward", color="#333333", fontsize=9, va="top")
     a1.set_xlabel("save / free event")
     a1.set_ylabel("KB held")
     a1.set_title(f"{title}: peak {meter.peak_bytes / 1024:.1f} KB, now {meter.live_bytes} B "
                  f"({meter.live_count} tensors)", fontsize=9)
     layers = meter.by_layer()
     names = list(layers)
-    a2.barh(np.arange(len(names))[::-1], [layers[n] / 1024 for n in names], color="#2ca02c", gid="layer_bytes")
+    a2.barh(np.arange(len(names))[::-1], [layers[n] / 1024 for n in names], color=palette.series(3), gid="layer_bytes")
     a2.set_yticks(np.arange(len(names))[::-1], names, fontsize=8)
     a2.set_xlabel("KB saved for backward (each tensor counted once)")
     a2.set_title("by layer", fontsize=9)
     fig.tight_layout()
-    return fig
+    return readable(fig)

@@ -11,6 +11,7 @@ from matplotlib.ticker import PercentFormatter
 from ..errors import UsageError
 from ..pipes import PIPE_ORDER
 from .style import PIPE_LABELS, SERIES_COLOURS, as_profile, category_labels, figure, legend_above, names
+from .style import readable
 
 
 def compare(profiles: Sequence[Any], labels: Sequence[str] | None = None) -> Figure:
@@ -47,4 +48,4 @@ def compare(profiles: Sequence[Any], labels: Sequence[str] | None = None) -> Fig
     ax2.set_title("pipe busy ratio", loc="left", fontsize="medium", pad=18)
     legend_above(ax2, ncols=min(len(profs), 4))
     fig.suptitle(f"{labels_[-1]} vs {labels_[0]}: {speed[-1]:.2f}x", x=0.07, ha="left", fontsize="large")
-    return fig
+    return readable(fig)

@@ -55,7 +55,12 @@ def choice(name: str, options: Sequence[Any] | Mapping[str, Any], value: Any = N
     """A dropdown (dtype, preset, buffer count...). ``options`` may map labels to values."""
     opts = list(options.items()) if isinstance(options, Mapping) else list(options)
     kw = {} if value is None else {"value": value}
-    return Control(name, w.Dropdown(options=opts, description=_desc(name, description), **kw))
+    # the description at its full width ("accumulate", not "accumula..."), the box as wide as its longest option
+    labels = [str(o[0] if isinstance(o, tuple) else o) for o in opts]
+    desc = _desc(name, description)
+    chars = len(desc) + max(map(len, labels), default=8) + 6
+    return Control(name, w.Dropdown(options=opts, description=desc, style={"description_width": "initial"},
+                                    layout=w.Layout(width=f"{min(chars, 60)}ch"), **kw))
 
 
 def toggle(name: str, value: bool = False, description: str | None = None) -> Control:

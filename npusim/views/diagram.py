@@ -8,6 +8,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from ..config import HardwareConfig, get_config
 from .style import register_notebook_display
+from .style import readable
 
 register_notebook_display()  # a bare Figure shows inline
 
@@ -93,4 +94,4 @@ def core_diagram(config: HardwareConfig | str | None = None) -> Figure:
               f"vector work)", label_at=1)
     fig.suptitle(f"One AI core of preset '{cfg.name}' at {ghz:g} GHz (rates per core; L2 and HBM shared by the chip)",
                  fontsize=11)
-    return fig
+    return readable(fig)

@@ -82,11 +82,11 @@ def metrics_table(profile, baseline=None, keys=None) -> str:
     for k in keys:
         doc = docs.get(k) or (docs.get("pipe_ratio", "") if k.endswith("_ratio") else "")
         cells = [f"<td style='text-align:left' title='{html.escape(doc, quote=True)}'>{html.escape(k)}</td>",
-                 f"<td style='text-align:right'>{format_metric(k, m[k])}</td>"]
+                 f"<td style='text-align:right;white-space:nowrap'>{format_metric(k, m[k])}</td>"]
         if b is not None:
             text, verdict = format_delta(k, m[k], b.get(k, float("nan")))
-            cells.append(f"<td style='text-align:right'>{format_metric(k, b.get(k, float('nan')))}</td>")
-            cells.append(f"<td style='text-align:right;color:{_COLOUR[verdict]}' class='npusim-delta'>"
+            cells.append(f"<td style='text-align:right;white-space:nowrap'>{format_metric(k, b.get(k, float('nan')))}</td>")
+            cells.append(f"<td style='text-align:right;white-space:nowrap;color:{_COLOUR[verdict]}' class='npusim-delta'>"
                          f"{html.escape(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table class='npusim npusim-metrics'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"

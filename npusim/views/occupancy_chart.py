@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from ..errors import UsageError
 from .style import ROLE, as_profile, figure
 from .timeline_chart import block_window
+from .style import readable
 
 MEMORIES = ("UB", "L1", "L0A", "L0B", "L0C")
 SCALES = ("reserved", "capacity")
@@ -78,4 +79,4 @@ def occupancy(profile: Any, block: int = 0, scale: str = "reserved", baseline: A
             ax.tick_params(labelbottom=False)
     axes[-1].set_xlabel("time (cycles)")
     axes[0].set_title(f"{prof.kernel}: on-chip buffer occupancy, block {block}", loc="left", fontsize="medium")
-    return fig
+    return readable(fig)

@@ -10,16 +10,50 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from ..errors import UsageError
-from .style import POINT_COLOURS, ROLE, ROOF_COLOURS, as_profile, figure, legend_right, names
+from ..chartstyle import point
+from .style import ROLE, ROOF_COLOURS, as_profile, figure, legend_right, names
+from .style import readable
 
 
-def roofs(cfg, n: int) -> list[tuple[str, float]]:
-    """Compute roofs (label, FLOP/s) of ``n`` cores: Cube fp16, Cube fp32 where supported, Vector fp16."""
+def roofs(cfg, n: int, dtypes: Sequence[str] = ()) -> list[tuple[str, float]]:
+    """Compute roofs (label, FLOP/s) of ``n`` cores: Cube fp16, Cube fp32 where supported, the Cube at any
+    other input dtype in ``dtypes`` (e.g. int8, twice fp16's MACs), Vector fp16."""
     out = [("Cube fp16", cfg.cube_peak_flops("float16") * n)]
     if "float32" in cfg.cube_macs_per_cycle:
         out.append(("Cube fp32", cfg.cube_peak_flops("float32") * n))
+    for dt in sorted(set(dtypes) - {"float16", "float32"}):
+        if dt in cfg.cube_macs_per_cycle:
+            out.append((f"Cube {_SHORT.get(dt, dt)}", cfg.cube_peak_flops(dt) * n))
     out.append(("Vector fp16", cfg.vector_peak_flops("float16") * n))
     return out
+
+
+_SHORT = {"int8": "int8", "bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def memory_roofs(cfg, n: int, write_pipes: int = 1) -> list[tuple[str, str, float]]:
+    """Memory roofs (key, label, GM bytes/s) of ``n`` cores, as the cost model bounds GM traffic
+    (``Profile.memory_bound_cycles``): reads (MTE2) take a core's port from HBM (``gm_rate``: the port,
+    capped by an equal share of the chip's HBM) or ``l2_bytes_per_cycle`` for bytes found in L2; each write
+    pipe (MTE3 from UB, FIX from L0C) has a port of its own. So the slopes are: reads from HBM; reads from
+    L2 (where it differs); and "all ports": L2 reads plus ``write_pipes`` write ports at once, which no mix of
+    reads and writes can beat."""
+    clock = cfg.clock_ghz * 1e9
+    hbm = cfg.gm_rate(n) * n * clock
+    l2 = cfg.l2_bytes_per_cycle * n * clock
+    out = [("HBM", f"reads from HBM (MTE2) {hbm / 1e9:,.0f} GB/s", hbm)]
+    if abs(l2 / hbm - 1) > 0.01:
+        out.append(("L2", f"reads from L2 (MTE2) {l2 / 1e9:,.0f} GB/s", l2))
+    ports = max(l2, hbm) + write_pipes * cfg.gm_port_bytes_per_cycle * n * clock
+    out.append(("all ports", f"reads + writes on their own ports {ports / 1e9:,.0f} GB/s", ports))
+    return out
+
+
+def _write_pipes(profs) -> int:
+    """How many GM write pipes (MTE3, FIX) the launches use (at least one)."""
+    from ..profile import PATHS
+
+    return max(1, len({PATHS[k] for p in profs for k in p.path_bytes if k.endswith("->GM") and k in PATHS}))
 
 
 def _decimal(v: float, scale: float = 1.0) -> str:
@@ -61,11 +95,13 @@ def _label_roofs(ax, roofs_: list[tuple[float, str, str]], x_hi: float, y_lo: fl
 def roofline(profiles: Any, labels: Sequence[str] | None = None, config=None, baseline: Any = None) -> Figure:
     """Roofline (log-log) of one or several kernels on the configured core.
 
-    The GM-bandwidth diagonal (``peak_gm_bytes_per_s`` of the active cores) is drawn once, and each compute
-    roof (Cube fp16, Cube fp32 where the preset has it, Vector fp16) as a flat line from its ridge point,
-    labelled on the line; kernels are points at ``(arithmetic_intensity, achieved_flops)``. Ticks are plain
-    decimals (FLOP per byte; TFLOP/s). ``config`` defaults to the first profile's. ``baseline`` (a
-    Profile): drawn as a hollow black point.
+    Memory roofs are the slopes the cost model has (:func:`memory_roofs`): GM reads from HBM, from L2, and
+    all ports at once (reads and writes have ports of their own); each compute roof (Cube fp16, Cube fp32
+    where the preset has it, Vector fp16) is a flat line, labelled on the line. Kernels are points at
+    ``(arithmetic_intensity, achieved_flops)``; each has a tick of its colour at its own roof,
+    ``Profile.attainable_flops`` (its work and its bytes per path at their peaks: it cannot be above it).
+    Ticks are plain decimals (FLOP per byte; TFLOP/s). ``config`` defaults to the first profile's.
+    ``baseline`` (a Profile): drawn as a hollow black point.
     """
     from ..config import get_config
 
@@ -76,29 +112,34 @@ def roofline(profiles: Any, labels: Sequence[str] | None = None, config=None, ba
     base = as_profile(baseline) if baseline is not None else None
     cfg = get_config(config) if config is not None else profs[0].config
     cores = sorted({p.active_cores for p in profs})
+    dtypes = [p.cube_dtype for p in profs if p.cube_dtype]
     fig = figure(9.6, 4.6)
-    ax = fig.add_axes((0.1, 0.12, 0.56, 0.76))
+    ax = fig.add_axes((0.09, 0.12, 0.5, 0.74))
     ax.set_xscale("log")
     ax.set_yscale("log")
 
     def ok(p) -> bool:
         return bool(np.isfinite(p.arithmetic_intensity) and p.arithmetic_intensity > 0 and p.achieved_flops > 0)
 
-    finite = [(p.arithmetic_intensity, p.achieved_flops) for p in profs + ([base] if base else []) if ok(p)]
-    gm = {n: cfg.gm_rate(n) * n * cfg.clock_ghz * 1e9 for n in cores}
-    ridges = [peak / gm[n] for n in cores for _, peak in roofs(cfg, n)]
-    peaks = [peak for n in cores for _, peak in roofs(cfg, n)]
+    shown = [p for p in profs + ([base] if base else []) if ok(p)]
+    finite = [(p.arithmetic_intensity, p.achieved_flops) for p in shown]
+    writes = _write_pipes(profs + ([base] if base else []))
+    mem = {n: memory_roofs(cfg, n, writes) for n in cores}
+    slowest = {n: min(r for _, _, r in mem[n]) for n in cores}
+    ridges = [peak / slowest[n] for n in cores for _, peak in roofs(cfg, n, dtypes)]
+    peaks = [peak for n in cores for _, peak in roofs(cfg, n, dtypes)]
     x_lo, x_hi, xticks = _decades(min([x for x, _ in finite] + ridges) / 3, max([x for x, _ in finite] + ridges) * 6)
-    y_lo, y_hi, yticks = _decades(min([y for _, y in finite] + [x_lo * min(gm.values())]) / 2, max(peaks) * 4)
+    y_lo, y_hi, yticks = _decades(min([y for _, y in finite] + [x_lo * min(slowest.values())]) / 2, max(peaks) * 4)
     labels_at: list[tuple[float, str, str]] = []  # (peak, text, colour) of each roof
     for n in cores:
         suffix = f" ({n} core{'s' if n > 1 else ''})" if len(cores) > 1 else ""
-        top_ridge = max(peak / gm[n] for _, peak in roofs(cfg, n))
-        ax.plot([x_lo, top_ridge], [x_lo * gm[n], top_ridge * gm[n]], "-", color=ROLE["reserved"], lw=1.4,
-                label=f"GM {gm[n] / 1e9:.0f} GB/s{suffix} (slope)", gid=f"gm|{n}")
-        for j, (name, peak) in enumerate(roofs(cfg, n)):
-            colour = ROOF_COLOURS[j % len(ROOF_COLOURS)]
-            ax.plot([peak / gm[n], x_hi], [peak, peak], "-", color=colour, lw=1.8, gid=f"roof|{name}|{n}")
+        top = max(peak for _, peak in roofs(cfg, n, dtypes))
+        for key, label, rate in mem[n]:
+            ax.plot([x_lo, top / rate], [x_lo * rate, top], "-" if key != "all ports" else "--",
+                    color=ROOF_COLOURS[key], lw=1.4, label=f"{label}{suffix}", gid=f"gm|{key}|{n}")
+        for name, peak in roofs(cfg, n, dtypes):
+            colour = ROOF_COLOURS.get(name, ROOF_COLOURS["Cube fp16"])
+            ax.plot([peak / mem[n][-1][2], x_hi], [peak, peak], "-", color=colour, lw=1.8, gid=f"roof|{name}|{n}")
             labels_at.append((peak, f"{name}{suffix}", colour))
     _label_roofs(ax, labels_at, x_hi, y_lo, y_hi)
     skipped = []
@@ -106,12 +147,17 @@ def roofline(profiles: Any, labels: Sequence[str] | None = None, config=None, ba
         if not ok(prof):
             skipped.append(name)
             continue
-        c = POINT_COLOURS[i % len(POINT_COLOURS)]
-        ax.plot([prof.arithmetic_intensity], [prof.achieved_flops], "o", color=c, markersize=8,
-                label=f"{name} ({prof.bound}-bound)", gid=f"point|{i}")
+        c = point(i)
+        x, y, roof = prof.arithmetic_intensity, prof.achieved_flops, prof.attainable_flops
+        ax.plot([x, x], [y, roof], ":", color=c, lw=1.2, gid=f"headroom|{i}")
+        ax.plot([x], [roof], "_", color=c, markersize=14, markeredgewidth=2.2, gid=f"own_roof|{i}")
+        ax.plot([x], [y], "o", color=c, markersize=8, label=f"{name} ({prof.bound}-bound, {y / roof:.0%} of its roof)",
+                gid=f"point|{i}")
     if base is not None and ok(base):
-        ax.plot([base.arithmetic_intensity], [base.achieved_flops], "o", mfc="none", mec=ROLE["baseline"],
-                mew=1.8, markersize=11, label="baseline", gid="baseline")
+        ax.plot([base.arithmetic_intensity], [base.achieved_flops], "o", color=ROLE["baseline"], mfc="none",
+                mec=ROLE["baseline"], mew=1.8, markersize=11, label="baseline", gid="baseline")
+    ax.plot([], [], "_", color="#333333", markersize=14, markeredgewidth=2.2,
+            label="tick: a kernel's own roof (its reads, writes, L2 hits)")
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo, y_hi)
     for axis, ticks, scale in ((ax.xaxis, xticks, 1.0), (ax.yaxis, yticks, 1e12)):
@@ -126,4 +172,4 @@ def roofline(profiles: Any, labels: Sequence[str] | None = None, config=None, ba
         title += f"\nnot plotted (no FLOPs or no GM traffic): {', '.join(skipped)}"
     ax.set_title(title, loc="left", fontsize="medium")
     legend_right(ax)
-    return fig
+    return readable(fig)

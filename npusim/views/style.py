@@ -1,6 +1,7 @@
 """What every chart shares: figure size and resolution, labels, and colours defined once.
 
-Colours mean the same thing in every chart of every lab: an operation family (``data_copy``, ``mmad``,
+Colours mean the same thing in every chart of every lab (all of them are in :mod:`.palette`, one meaning
+per colour): an operation family (``data_copy``, ``mmad``,
 ``fixpipe``, vector arithmetic, ...) has one colour wherever it is drawn, whatever else the kernel runs, so
 switching a kernel variant never recolours a bar, and the timeline's legend lists every family in one order
 (families a launch did not use are greyed out) so it never moves. Role colours (achieved vs peak, the
@@ -21,9 +22,11 @@ from matplotlib.figure import Figure
 from ..errors import UsageError
 from ..pipes import PIPE_ORDER, Pipe
 from ..profile import Profile
+from .. import chartstyle as _palette
+from ..chartstyle import FAMILY_COLOURS, FONT, MIN_POINTS, readable  # noqa: F401
 
 #: Resolution figures are made for. Modest on purpose: the explorer redraws them on every slider move.
-DPI = 80
+DPI = _palette.DPI
 
 PIPE_LABELS = {Pipe.MTE2: "MTE2", Pipe.MTE1: "MTE1", Pipe.M: "M (Cube)", Pipe.V: "V (Vector)",
                Pipe.FIX: "FIX", Pipe.MTE3: "MTE3", Pipe.S: "S (Scalar)"}
@@ -44,21 +47,21 @@ class Family:
 
 #: Every operation family, in the order data flows through the core (the timeline legend's order).
 FAMILIES: tuple[Family, ...] = (
-    Family("data_copy (GM, L1, UB)", "#1f77b4", ("data_copy",), ("data_copy(",)),
-    Family("data_copy_pad", "#aec7e8", ("data_copy_pad",)),
-    Family("load_data (L1 -> L0)", "#17becf", prefixes=("load_data",)),
-    Family("mmad (Cube)", "#9467bd", prefixes=("mmad",)),
-    Family("fixpipe", "#8c564b", prefixes=("fixpipe",)),
-    Family("vector arithmetic", "#2ca02c", ("add", "sub", "mul", "div", "max", "min", "adds", "muls", "maxs",
+    Family("data_copy (GM, L1, UB)", FAMILY_COLOURS["data_copy (GM, L1, UB)"], ("data_copy",), ("data_copy(",)),
+    Family("data_copy_pad", FAMILY_COLOURS["data_copy_pad"], ("data_copy_pad",)),
+    Family("load_data (L1 -> L0)", FAMILY_COLOURS["load_data (L1 -> L0)"], prefixes=("load_data",)),
+    Family("mmad (Cube)", FAMILY_COLOURS["mmad (Cube)"], prefixes=("mmad",)),
+    Family("fixpipe", FAMILY_COLOURS["fixpipe"], prefixes=("fixpipe",)),
+    Family("vector arithmetic", FAMILY_COLOURS["vector arithmetic"], ("add", "sub", "mul", "div", "max", "min", "adds", "muls", "maxs",
                                             "mins", "abs", "relu", "duplicate")),
-    Family("vector exp/ln/sqrt/1/x", "#98df8a", ("exp", "ln", "sqrt", "reciprocal")),
-    Family("reduce_max / reduce_sum", "#ff7f0e", prefixes=("reduce_",)),
-    Family("cast / compare / select", "#bcbd22", ("cast", "compare", "select")),
-    Family("scalar issue", "#7f7f7f", ("ISSUE",)),
-    Family("get_value / set_value", "#c5b0d5", ("get_value", "set_value")),
+    Family("vector exp/ln/sqrt/1/x", FAMILY_COLOURS["vector exp/ln/sqrt/1/x"], ("exp", "ln", "sqrt", "reciprocal")),
+    Family("reduce_max / reduce_sum", FAMILY_COLOURS["reduce_max / reduce_sum"], prefixes=("reduce_",)),
+    Family("cast / compare / select", FAMILY_COLOURS["cast / compare / select"], ("cast", "compare", "select")),
+    Family("scalar issue", FAMILY_COLOURS["scalar issue"], ("ISSUE",)),
+    Family("get_value / set_value", FAMILY_COLOURS["get_value / set_value"], ("get_value", "set_value")),
 )
 #: Operations of no family above.
-OTHER = Family("other", "#e377c2")
+OTHER = Family("other", FAMILY_COLOURS["other"])
 _FAMILY_OF: dict[str, Family] = {}
 
 
@@ -86,7 +89,7 @@ def family_legend(ax, used: set[Family], title: str = "operation") -> list:
     from matplotlib.transforms import Affine2D, ScaledTranslation
 
     fams = list(FAMILIES) + ([OTHER] if OTHER in used else [])
-    step, left, box = 10.5, 8.0, 7.0  # points: line height, gap to the axes, swatch size
+    step, left, box = 14.0, 8.0, 9.0  # points: line height (MIN_POINTS text), gap to the axes, swatch size
     at_corner = Affine2D().scale(1 / 72) + ax.figure.dpi_scale_trans + ScaledTranslation(1, 1, ax.transAxes)
     tops = [-step * (i + 1.6) for i in range(len(fams))]
     swatches = [[(left, y - box / 2), (left + box, y - box / 2), (left + box, y + box / 2), (left, y + box / 2)]
@@ -111,21 +114,11 @@ def legend_entries(ax) -> list[tuple[str, bool]]:
 
 # --- roles -----------------------------------------------------------------------------------------
 
-#: What a bar or line stands for, the same in every chart.
-ROLE = {
-    "achieved": "#4c72b0",      # a measured rate or ratio
-    "peak": "#c0c0c0",          # the hardware's peak
-    "mac": "#dd8452",           # Cube MAC utilisation
-    "baseline": "#222222",      # the pinned baseline (markers and lines)
-    "current": "#4c72b0",
-    "capacity": "#d62728",
-    "reserved": "#555555",
-}
-#: Colours of the roofs of a roofline (Cube fp16, Cube fp32, Vector fp16) and of its points.
-ROOF_COLOURS = ("#d62728", "#9467bd", "#2ca02c")
-POINT_COLOURS = ("#1f77b4", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
-#: Colours of profiles side by side (compare): the first is the reference.
-SERIES_COLOURS = ("#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
+#: Roles, roofs, points and series: defined once in :mod:`.palette` (one meaning per colour).
+ROLE = _palette.ROLE
+ROOF_COLOURS = _palette.ROOF_COLOURS
+POINT_COLOURS = _palette.POINT_COLOURS
+SERIES_COLOURS = _palette.SERIES_COLOURS
 
 
 # --- helpers ---------------------------------------------------------------------------------------
@@ -215,3 +208,4 @@ def register_notebook_display() -> None:
         from IPython.core.pylabtools import print_figure
 
         png.for_type(Figure, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
+

@@ -13,6 +13,7 @@ from ..pipes import PIPE_ORDER
 from ..profile import Profile
 from .binning import busy_per_bin
 from .style import PIPE_LABELS, ROLE, as_profile, category_labels, family, family_legend, figure, pipe_label
+from .style import readable
 
 #: A timeline lane with more bars than this is drawn as busy-fraction bins.
 DENSE_BARS = 2000
@@ -73,7 +74,8 @@ def timeline(profile: Any, block: int | None = 0, baseline: Any = None) -> Figur
     for i in sel:
         per_lane[key_of(i)].append(i)
 
-    height = min(1.6 + 0.32 * max(len(lanes), 1), 14.0)
+    # tall enough for the family legend beside the lanes (one MIN_POINTS line per family)
+    height = max(min(1.6 + 0.32 * max(len(lanes), 1), 14.0), 3.5)
     fig = figure(9.5, height)
     ax = fig.add_axes((0.13, 0.95 / height, 0.6, 1 - 1.6 / height))
     edges = np.linspace(t0, t1, N_BINS + 1)
@@ -135,4 +137,4 @@ def timeline(profile: Any, block: int | None = 0, baseline: Any = None) -> Figur
     if not sel:
         ax.text(0.5, 0.5, "no instructions", transform=ax.transAxes, ha="center", va="center")
     family_legend(ax, used_families)
-    return fig
+    return readable(fig)

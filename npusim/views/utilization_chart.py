@@ -9,6 +9,7 @@ from matplotlib.ticker import MultipleLocator, PercentFormatter
 
 from ..pipes import PIPE_ORDER
 from .style import PIPE_LABELS, ROLE, as_profile, category_labels, figure, legend_above, pipe_label
+from .style import readable
 
 
 def utilization(profile: Any, baseline: Any = None) -> Figure:
@@ -24,7 +25,7 @@ def utilization(profile: Any, baseline: Any = None) -> Figure:
     heights = [ratio.get(k, 0.0) for k in keys]
     crit = prof.critical_pipe
     bars = ax.bar(range(len(keys)), heights, color=ROLE["achieved"], label="pipe busy ratio (% of kernel time)",
-                  gid="pipe_ratio", edgecolor=["black" if k == crit else "none" for k in keys], linewidth=1.5)
+                  gid="pipe_ratio", edgecolor=[ROLE["critical"] if k == crit else "none" for k in keys], linewidth=1.5)
     mac_x = len(keys) + 0.5
     mac = ax.bar([mac_x], [prof.mac_utilization], color=ROLE["mac"],
                  label="Cube MAC utilization (% of peak)", gid="mac_utilization")
@@ -49,4 +50,4 @@ def utilization(profile: Any, baseline: Any = None) -> Figure:
     ax.set_title(f"{prof.kernel}: pipe utilization | critical pipe: {pipe_label(crit)}", loc="left",
                  fontsize="medium", pad=22)
     legend_above(ax, ncols=3)
-    return fig
+    return readable(fig)

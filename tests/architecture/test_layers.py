@@ -23,7 +23,8 @@ PACKAGE = ROOT / "npusim"
 #: ``__init__`` (the public API of the core).
 LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("foundation", "names, numbers and formats; no simulation",
-     ("errors", "dtypes", "numerics", "formats", "params", "pipes", "config", "tables", "tracebacks")),
+     ("errors", "dtypes", "numerics", "formats", "params", "pipes", "config", "tables", "wrap", "tracebacks",
+      "chartstyle")),
     ("core", "the simulated AI core and its instruction set",
      ("costs", "sanitizer", "initcheck", "tensor", "memory", "allocator", "instructions", "cores", "core", "chipsync",
       "l2", "memsys", "interleave", "progress", "launch", "profile", "npusim")),

@@ -72,6 +72,10 @@ def test_postbuild_writes_the_news_override(fresh_venv, tmp_path):
     data = json.loads(settings.read_text())
     assert data[NEWS] == {"checkForUpdates": False, "fetchNews": "false"}
     assert data["@jupyterlab/apputils-extension:themes"] == {"theme": "JupyterLab Dark"}, "existing settings kept"
+    conf = json.loads((fresh_venv / "etc" / "jupyter" / "jupyter_server_config.d" / "npusim.json").read_text())
+    from npusim.course.start import SAVE_HOOK
+
+    assert conf["ContentsManager"]["pre_save_hook"] == SAVE_HOOK   # as `npusim start` saves solutions/
 
 
 @pytest.mark.slow

@@ -31,7 +31,9 @@ def test_server_is_rooted_at_the_repository_and_opens_lab_00(monkeypatch):
     monkeypatch.setattr(start.os, "geteuid", lambda: 1000)
     cmd = start.server_command(ROOT, 8890, browser=False, retry_ports=False)
     assert cmd[:3] == [sys.executable, "-m", "jupyterlab"]
-    assert f"--ServerApp.root_dir={ROOT}" in cmd and "labs/00_tour.ipynb" in cmd and (ROOT / start.FIRST_LAB).exists()
+    assert f"--ServerApp.root_dir={ROOT}" in cmd and (ROOT / start.FIRST_LAB).exists()
+    assert "--LabApp.default_url=/lab/tree/labs/00_tour.ipynb" in cmd   # the printed URL is the lab's
+    assert f"--ContentsManager.pre_save_hook={start.SAVE_HOOK}" in cmd
     assert "--no-browser" in cmd and "--ServerApp.port_retries=0" in cmd and "--allow-root" not in cmd
     monkeypatch.setattr(start.os, "geteuid", lambda: 0)   # a container's root
     assert "--allow-root" in start.server_command(ROOT, 8888)
@@ -74,3 +76,80 @@ def test_bootstrap_installs_in_order_and_passes_options_to_npusim_start(bootstra
     assert pip[0][-3:] == ["torch==2.13.0", "--index-url", bootstrap.CPU_INDEX]   # before the course
     assert pip[1][-2:] == ["-e", f"{ROOT}[lab]"]
     assert calls[-1][-4:] == ["start", "--no-browser", "--port", "8890"]
+
+
+def test_settings_turn_the_news_toast_off_and_keep_the_environments_overrides(tmp_path, monkeypatch):
+    prefix = tmp_path / "prefix"
+    (prefix / "settings").mkdir(parents=True)
+    (prefix / "settings" / "overrides.json").write_text(json.dumps({"some/plugin:x": {"a": 1}}))
+    import jupyterlab.commands
+
+    monkeypatch.setattr(jupyterlab.commands, "get_app_dir", lambda: str(prefix))
+    out = start.app_settings_dir(tmp_path / "run")
+    got = json.loads((out / "overrides.json").read_text())
+    assert got["some/plugin:x"] == {"a": 1}
+    assert got["@jupyterlab/apputils-extension:notification"] == {"checkForUpdates": False, "fetchNews": "false"}
+    assert json.loads((prefix / "settings" / "overrides.json").read_text()) == {"some/plugin:x": {"a": 1}}
+
+
+def _server(root: Path, tmp: Path):
+    import secrets
+
+    port, token = start.free_port(), secrets.token_hex(8)
+    cmd = start.server_command(root, port, browser=False, token=token, retry_ports=False,
+                               settings_dir=start.app_settings_dir(tmp))
+    log = tmp / "log"
+    proc = subprocess.Popen(cmd, cwd=root, stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    assert start.wait_until_answers(proc, url, token, log, 120) is None
+    return proc, url, token, log
+
+
+@pytest.mark.slow
+def test_a_learner_run_of_a_solution_leaves_solutions_unchanged_and_labs_check_clean(tmp_path):
+    """JupyterLab saves a run solution (outputs, counts, kernel metadata) and a run lab through the real
+    server: the solution's bytes do not change, `labs check --strict` finds only the ran lab."""
+    import urllib.request
+
+    import nbformat
+
+    from npusim.course.notebooks import Course
+
+    root = tmp_path / "repo"
+    for sub in ("solutions", "labs"):
+        (root / sub).mkdir(parents=True)
+        for f in ("00_tour.ipynb",):
+            (root / sub / f).write_bytes((ROOT / sub / f).read_bytes())
+    before = (root / "solutions" / "00_tour.ipynb").read_bytes()
+    proc, url, token, log = _server(root, tmp_path)
+    try:
+        assert f"{url}/lab/tree/labs/00_tour.ipynb?token=" in log.read_text()   # a given token prints as ...
+        for path, edit in (("solutions/00_tour.ipynb", False), ("solutions/00_tour.ipynb", True),
+                           ("labs/00_tour.ipynb", False)):
+            nb = nbformat.read(root / path, as_version=4)
+            code = [c for c in nb.cells if c.cell_type == "code"]
+            for i, c in enumerate(code):
+                c.execution_count = i + 1
+                c.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"ran {i}\n")]
+                c.metadata["execution"] = {"iopub.status.idle": "2026-01-01T00:00:00Z"}
+                c.metadata["scrolled"] = True
+            nb.metadata["language_info"] = {"name": "python", "version": "3.99.0"}
+            if edit:
+                code[0].source += "\n# my note"
+            body = json.dumps({"type": "notebook", "format": "json", "content": nb}).encode()
+            req = urllib.request.Request(f"{url}/api/contents/{path}?token={token}", data=body, method="PUT",
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=30) as r:
+                assert r.status == 200
+            if path.startswith("solutions") and not edit:
+                assert (root / path).read_bytes() == before   # a run leaves no trace
+    finally:
+        start.stop_server(proc)
+    saved = nbformat.read(root / "solutions" / "00_tour.ipynb", as_version=4)
+    assert saved.cells and all(c.outputs == [] and c.execution_count is None for c in saved.cells
+                               if c.cell_type == "code")
+    assert [c for c in saved.cells if c.cell_type == "code"][0].source.endswith("# my note")   # edits are kept
+    lab = nbformat.read(root / "labs" / "00_tour.ipynb", as_version=4)
+    assert any(c.get("outputs") for c in lab.cells)    # labs/ is the learner's: saved as run
+    (root / "solutions" / "00_tour.ipynb").write_bytes(before)
+    assert Course(root).problems(strict=False) == []

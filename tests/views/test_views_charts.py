@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 import npusim as ns
 from npusim.pipes import PIPE_ORDER, Pipe
+from npusim import chartstyle as palette
 from npusim.views import charts
 from npusim.views.binning import busy_per_bin
 from npusim.views.style import category_texts, legend_entries
@@ -111,7 +112,9 @@ def test_utilization_bars_are_pipe_ratio(which, request):
     assert [b.get_height() for b in patches(fig, "mac_utilization")] == [prof.mac_utilization]
     # the critical pipe is outlined
     crit = [p.msprof_name for p in PIPE_ORDER].index(prof.critical_pipe)
-    assert bars[crit].get_linewidth() > 0 and bars[crit].get_edgecolor()[:3] == (0, 0, 0)
+    from matplotlib.colors import to_rgb
+
+    assert bars[crit].get_linewidth() > 0 and bars[crit].get_edgecolor()[:3] == to_rgb(palette.ROLE["critical"])
 
 
 # --- bandwidth -----------------------------------------------------------------------------------
@@ -123,7 +126,11 @@ def test_bandwidth_bars_are_profile_bandwidth(which, request):
     paths = [p for p in ns.profile.PATHS if p in prof.bandwidth] + ["L2", "HBM"]   # the core's, then the chip's
     assert [b.get_height() for b in patches(fig, "achieved_gbps")] == [prof.bandwidth[p]["achieved_gbps"]
                                                                         for p in paths]
-    assert [b.get_height() for b in patches(fig, "peak_gbps")] == [prof.bandwidth[p]["peak_gbps"] for p in paths]
+    # a peak bar is its value, or cut at the top of the axis (the chip's HBM against one core's paths)
+    top = fig.axes[0].get_ylim()[1]
+    peaks = [b for ax in fig.axes for b in ax.patches if (b.get_gid() or "").startswith("peak_gbps")]
+    assert [b.get_height() for b in peaks] == [min(prof.bandwidth[p]["peak_gbps"], top) for p in paths]
+    assert all((b.get_gid() == "peak_gbps|cut") == (prof.bandwidth[p]["peak_gbps"] > top) for b, p in zip(peaks, paths))
     ticks = [t.split("\n")[0] for t in category_texts(fig.axes[0], "x")]
     assert ticks == [p for p in ns.profile.PATHS if p in prof.bandwidth] + ["L2 hits", "HBM"]
 
@@ -244,9 +251,14 @@ def test_roofline_points_and_roofs(vadd, mm, sm):
     assert set(roofs) == {"Cube fp16", "Cube fp32", "Vector fp16"}
     assert roofs["Cube fp16"].get_ydata()[-1] == pytest.approx(cfg.cube_peak_flops("float16"))
     assert roofs["Vector fp16"].get_ydata()[-1] == pytest.approx(cfg.vector_peak_flops("float16"))
-    # the slope is the GM bandwidth of the active cores
-    x0, y0 = roofs["Cube fp16"].get_xdata()[0], roofs["Cube fp16"].get_ydata()[0]
-    assert y0 / x0 == pytest.approx(mm.peak_gm_bytes_per_s)
+    # the slopes: reads from HBM (the GM bandwidth of the active cores), reads from L2, all ports at once
+    slopes = {line.get_gid().split("|")[1]: line.get_ydata()[0] / line.get_xdata()[0] for line in artists(fig, "gm|")}
+    assert slopes["HBM"] == pytest.approx(mm.peak_gm_bytes_per_s)
+    assert slopes["L2"] == pytest.approx(cfg.l2_bytes_per_cycle * cfg.clock_ghz * 1e9)
+    assert slopes["all ports"] > slopes["L2"]
+    for i, prof in enumerate((vadd, mm, sm)):
+        (own,) = artists(fig, f"own_roof|{i}")
+        assert own.get_ydata()[0] == pytest.approx(prof.attainable_flops) and prof.attainable_flops >= prof.achieved_flops
     assert mm.peak_flops == pytest.approx(cfg.cube_peak_flops("float16") * mm.active_cores)
     legend = {t.get_text() for t in ax.get_legend().get_texts()}
     assert any(t.startswith("mm (") for t in legend)
@@ -325,10 +337,12 @@ def test_roofline_ticks_are_plain_decimals_and_each_roof_has_its_label(vadd, mm,
         labels = " ".join(t.get_text() for t in ax.texts if t.get_gid() == "roof_label")
         for gid in roofs:
             assert gid.split("|")[1] in labels, f"{gid} has no label on its line"
-        # the GM slope is drawn once, as a line with its legend entry
-        (gm,) = artists(fig, "gm|")
-        assert gm.get_linestyle() == "-"
-        assert any(t.get_text().startswith("GM ") for t in ax.get_legend().get_texts())
+        # each memory slope is drawn once, as a line with its legend entry naming its pipe and rate
+        slopes = artists(fig, "gm|")
+        assert [g.get_gid().split("|")[1] for g in slopes] == ["HBM", "L2", "all ports"]
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert any(t.startswith("reads from HBM (MTE2)") and "GB/s" in t for t in legend)
+        assert any(t.startswith("reads + writes on their own ports") for t in legend)
 
 
 def test_occupancy_axis_fits_what_is_reserved(vadd):
@@ -363,3 +377,18 @@ def test_a_pinned_baseline_fixes_the_time_axis(xy, vadd, vadd_fast):
     for chart in (charts.utilization, charts.bandwidth):
         marks = artists(chart(mid, baseline=base), "baseline")
         assert marks, f"{chart.__name__} does not mark the baseline"
+
+
+def test_bandwidth_axis_fits_the_cores_paths_and_cuts_the_chips_hbm(vadd):
+    """One core: the axis is scaled to its paths' peaks (a 20 % bar is a fifth of its peak bar, not a sliver
+    under the chip's 1,600 GB/s); the HBM peak is drawn cut at the top, with its value written on it."""
+    fig = charts.bandwidth(vadd)
+    ax = fig.axes[0]
+    bw = vadd.bandwidth
+    core_peaks = [bw[p]["peak_gbps"] for p in bw if p not in ("L2", "HBM")]
+    assert ax.get_ylim()[1] <= 2 * 1.15 * max(core_peaks) < bw["HBM"]["peak_gbps"]
+    (cut,) = patches(fig, "peak_gbps|cut")
+    assert cut.get_height() == pytest.approx(ax.get_ylim()[1])
+    assert f"{bw['HBM']['peak_gbps']:,.0f}" in texts(fig)
+    for bar, p in zip(patches(fig, "achieved_gbps"), [p for p in bw if p != "HBM"]):
+        assert bar.get_height() == pytest.approx(bw[p]["achieved_gbps"])

@@ -127,3 +127,18 @@ def test_fusion_chart_is_readable():
     x = rng.standard_normal((1, 16, 14, 14)).astype(np.float16)
     w = rng.standard_normal((32, 16, 3, 3)).astype(np.float16)
     assert layout_problems(compare_fusion(x, w, padding=1).chart()) == []
+
+
+@pytest.mark.parametrize("name", ["timeline", "utilization", "bandwidth", "roofline", "occupancy", "compare"])
+def test_no_text_is_smaller_than_the_minimum(name, vadd, vadd_fast):
+    """Every text of every chart type, tick labels included (made when the figure is drawn), is at least
+    ``style.MIN_POINTS``."""
+    from matplotlib.text import Text
+
+    from npusim.views.style import MIN_POINTS
+
+    fig = PROFILE_CHARTS[name](vadd, vadd_fast)
+    fig.canvas.draw()
+    small = {(t.get_text(), t.get_fontsize()) for t in fig.findobj(Text) if t.get_text() and t.get_visible()
+             and t.get_fontsize() < MIN_POINTS}
+    assert not small, small

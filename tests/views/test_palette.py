@@ -1,0 +1,106 @@
+"""One meaning per colour: the palette's sets are disjoint, and every chart the labs draw takes its colours
+from it: an operation family's colour is on that family's bars only, and within a figure two different
+labels never share a colour."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from matplotlib.colors import to_hex
+
+from npusim import chartstyle
+from npusim.views import charts
+from npusim.views.style import family
+
+pytestmark = pytest.mark.views
+
+
+def coloured(fig) -> list[tuple[str, str]]:
+    """(colour, meaning) of every artist of ``fig`` that means something: bars, lines, spans and points
+    with a gid or a legend label (grids, frames and texts excluded). Meaning: the label, else the gid."""
+    out = []
+    for ax in fig.axes:
+        for a in [*ax.patches, *ax.lines, *ax.collections]:
+            gid, label = a.get_gid() or "", a.get_label() or ""
+            meaning = label if label and not label.startswith("_") else gid
+            if not meaning:
+                continue
+            if hasattr(a, "get_facecolor") and not hasattr(a, "get_xdata"):
+                fc = a.get_facecolor()
+                colours = [fc] if np.ndim(fc) == 1 else list(fc)
+            else:
+                colours = [a.get_color()]
+            for c in colours:
+                if np.ndim(c) and len(c) == 4 and c[3] == 0:
+                    continue   # transparent
+                out.append((to_hex(c, keep_alpha=False), meaning))
+    return out
+
+
+def lab_figures():
+    """The chart types the labs draw, on the reference kernels: what labs 00-07 and 09 show."""
+    from npusim import conv
+    from npusim import model as nm
+    from npusim.conv.fusion import compare_fusion
+    from npusim.kernels.matmul import MatmulTiling, run_matmul
+    from npusim.kernels.vector_add import run_vector_add
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random(1 << 14).astype(np.float16), rng.random(1 << 14).astype(np.float16)
+    add, add2 = run_vector_add(x, y, tile=1024).profile, run_vector_add(x, y, tile=4096).profile
+    a = rng.standard_normal((128, 128)).astype(np.float16)
+    mm = run_matmul(a, a, tiling=MatmulTiling(64, 64, 64, 2)).profile
+    xc = rng.standard_normal((1, 16, 14, 14)).astype(np.float16)
+    wc = rng.standard_normal((32, 16, 3, 3)).astype(np.float16)
+    cv = conv.conv2d(xc, wc, None, 1, 1).profile
+    fusion = compare_fusion(xc, wc, padding=1)
+    graph = nm.small_cnn()
+    run = nm.run_model(graph, nm.images(2), label="as captured")
+    return {
+        "timeline add": charts.timeline(add, baseline=add2), "timeline conv": charts.timeline(cv),
+        "utilization": charts.utilization(mm, baseline=mm), "bandwidth": charts.bandwidth(add, baseline=add2),
+        "roofline": charts.roofline([add, mm, cv], baseline=add2), "occupancy": charts.occupancy(mm),
+        "compare": charts.compare([add, add2, mm]), "fusion": fusion.chart(),
+        "model timeline": nm.charts.timeline(run), "model breakdown": nm.charts.breakdown([run, run], ["a", "b"]),
+        "model ops": nm.charts.op_utilization(run), "placement": nm.charts.placement(graph),
+    }
+
+
+@pytest.fixture(scope="module")
+def figures():
+    return lab_figures()
+
+
+def test_the_palettes_sets_are_disjoint():
+    assert chartstyle.check_disjoint() == []
+
+
+def test_every_meaningful_colour_is_the_palettes(figures):
+    known = set(chartstyle.meanings()) | {c.lower() for c in chartstyle.NEUTRAL}
+    strays = {(name, c, m) for name, fig in figures.items() for c, m in coloured(fig) if c not in known}
+    assert not strays, f"colours not in npusim.chartstyle: {sorted(strays)}"
+
+
+def test_family_colours_only_on_their_family(figures):
+    meanings = chartstyle.meanings()
+    for name, fig in figures.items():
+        for c, m in coloured(fig):
+            kind = meanings.get(c, "neutral").split(":")[0]
+            if m == "family_swatches":
+                continue   # the family legend itself (its swatches: every family once)
+            if m.startswith(("bars|", "bins|")):
+                assert meanings[c] == f"family:{family(m.split('|')[-1]).label}", (name, m, c)
+            elif kind == "family":
+                pytest.fail(f"{name}: {m!r} is drawn in {c}, the colour of {meanings[c]}")
+
+
+def test_within_a_figure_one_colour_has_one_label(figures):
+    for name, fig in figures.items():
+        seen: dict[str, str] = {}
+        for c, m in coloured(fig):
+            if c in chartstyle.NEUTRAL or m == "family_swatches" or m.startswith(("bars|", "bins|")) or "|" in m:
+                continue   # gids of one series (e.g. "gm_bytes|0|GM->UB") and family bars: checked above
+            m = re.sub(r"[\d.,]+", "#", m)   # "reserved 32.0 KB" and "reserved 16.0 KB" mean one thing
+            assert seen.setdefault(c, m) == m, f"{name}: {c} is both {seen[c]!r} and {m!r}"
