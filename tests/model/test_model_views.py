@@ -71,8 +71,11 @@ def test_timeline_lanes_and_utilisation_lines(before):
     fig = charts.op_utilization(before)
     (line,) = _gid(fig, "model_util")
     assert line.get_ydata()[0] == pytest.approx(before.mac_utilization)
-    bars = [r.get_height() for r in _gid(fig, "kernel_util")]
-    assert bars == pytest.approx([r["kernel_util"] for r in before.op_rows() if r["kernel_util"] is not None])
+    bars = [r.get_height() for r in _gid(fig, "kernel_chip_util")]
+    assert bars == pytest.approx([r["kernel_chip_util"] for r in before.op_rows() if r["kernel_util"] is not None])
+    (dots,) = _gid(fig, "kernel_util")
+    assert [y for _, y in dots.get_offsets()] == pytest.approx(
+        [r["kernel_util"] for r in before.op_rows() if r["kernel_util"] is not None])
 
 
 def test_explorer_redraws_and_shows_errors(graph):
