@@ -14,7 +14,7 @@ import npusim as ns
 from .. import costs
 
 from .common import FRACTAL_BYTES, Epilogue, ceil_div, round_up
-from .geometry import ConvGeometry
+from .geometry import ConvGeometry, work_items
 from .tiling import VARIANTS, ConvTiling, check_dtype, check_epilogue
 
 
@@ -38,15 +38,35 @@ def choose_tiling(g: ConvGeometry, cfg: ns.HardwareConfig | str | None = None, v
     return t
 
 
+def _busiest_core(g: ConvGeometry, cfg, t: ConvTiling, reads: int, compute: float, cores: int) -> tuple[float, int]:
+    """Estimated cycles of the busiest core, and the work items: items go round-robin to the blocks (as
+    ``my_items`` hands them out); an item's Mmads are its share of ``compute`` (output rows x channels),
+    its load its share of ``reads`` (at the core's share of the GM bandwidth); the first load is not
+    hidden, then each item costs the slower of its load and its Mmads (double-buffered bands)."""
+    groups = [sum(c for _, c in t.group_blocks(g, grp)) for grp in range(t.cout_split)]
+    items = [(rows, ch) for _, _, rows in work_items(g, t.rows) for ch in groups]
+    active = min(len(items), cores)
+    rate = cfg.gm_rate(active)
+    unit_mmad = compute / (g.n * g.ho * g.cout)
+    in_rows = sum(g.in_rows(rows) for rows, _ in items)
+    busiest = 0.0
+    for c in range(active):
+        mine = items[c::active]
+        loads = [reads * g.in_rows(rows) / in_rows / rate for rows, _ in mine]
+        busy = loads[0] + sum(max(ld, unit_mmad * rows * ch) for ld, (rows, ch) in zip(loads, mine))
+        busiest = max(busiest, busy)
+    return busiest, len(items)
+
+
 def _split_img2col(g: ConvGeometry, cfg, epilogue: Epilogue | None, cores: int) -> ConvTiling:
-    """The img2col tiling for ``cores`` cores: among Cout blocks of 256/128/64, Cout groups and band
+    """The img2col tiling for ``cores`` cores: among Cout blocks of 256 to 64 channels, Cout groups and band
     heights that give about one to four items per core, the lowest estimated time of the busiest core:
     the first item's band load (not hidden), then ``ceil(items / cores)`` items, each the slower of its
     load (at ``gm_rate(active cores)``) and its Mmads / im2col builds."""
     cout16 = round_up(g.cout, 16)
     single = _choose_img2col(g, cfg, epilogue)
     cands: dict[tuple[int, int, int], None] = {}
-    for cb in dict.fromkeys(c for c in (min(cout16, 256), 128, 64) if c <= cout16):
+    for cb in dict.fromkeys(c for c in (min(cout16, 256), 192, 128, 96, 64) if c <= cout16):
         n_cout = ceil_div(g.cout, g.cout if cb >= g.cout else cb)
         for split in range(1, n_cout + 1):
             for waves in (1, 2, 3, 4):
@@ -60,13 +80,7 @@ def _split_img2col(g: ConvGeometry, cfg, epilogue: Epilogue | None, cores: int) 
         except ns.CapacityError:
             continue
         t = dataclasses.replace(t, cout_split=min(split, len(t.cout_blocks(g))))
-        items = t.work_items(g)
-        active = min(items, cores)
-        # one item: its band's DMA (at the port, or the core's share of the HBM), then its Mmads; the
-        # next items' DMAs overlap the Mmads (double-buffered bands), so the first load is not hidden
-        load = reads / items / cfg.gm_rate(active)
-        per_core = ceil_div(items, cores)
-        busiest = load + per_core * max(load, compute / items)
+        busiest, items = _busiest_core(g, cfg, t, reads, compute, cores)
         key = (busiest, items)
         if best is None or key < best[0]:
             best = (key, t, items)
@@ -263,7 +277,11 @@ def _img2col_with(g: ConvGeometry, cfg, epilogue: Epilogue | None, cb: int,
     est = max(reads / cfg.gm_port_bytes_per_cycle, cube)
     if explicit:   # the split's candidates differ in Cout blocks, whose im2col tiles MTE1 rebuilds
         est = max(est, mte1)
-    return est, reads, max(cube, mte1), dataclasses.replace(t, reasons=tuple(why))
+    # on several cores the streamed weight pieces, read by every core, come from L2: their time goes
+    # with the Mmads' (each core its share), the bands' with the GM reads
+    w_reads = 0 if resident else tiles * w_res // ceil_div(g.cout, cout_block)
+    compute = max(cube, mte1, w_reads / cfg.l2_bytes_per_cycle)
+    return est, reads - w_reads, compute, dataclasses.replace(t, reasons=tuple(why))
 
 
 def _choose_rowwise(g: ConvGeometry, cfg, variant: str) -> ConvTiling:

@@ -80,8 +80,8 @@ class ConvTiling:
     def group_blocks(self, g: ConvGeometry, grp: int) -> list[tuple[int, int]]:
         """The Cout blocks of group ``grp`` of ``cout_split`` (consecutive blocks, as equal as can be)."""
         blocks = self.cout_blocks(g)
-        per = -(-len(blocks) // self.cout_split)
-        return blocks[grp * per:(grp + 1) * per]
+        n = len(blocks)   # as equal as can be: group sizes differ by at most one block, none is empty
+        return blocks[grp * n // self.cout_split:(grp + 1) * n // self.cout_split]
 
     def work_items(self, g: ConvGeometry) -> int:
         """Independent work items, one per block at most: bands x Cout groups."""
