@@ -3,6 +3,12 @@
 :func:`choose_tiling` returns a :class:`~npusim.conv.tiling.ConvTiling` whose ``explain()`` says what
 limited each size. The choice ranks a few candidates with a cost estimate of the GM traffic and the
 Cube work (:func:`estimate_cycles`); :mod:`.sweep` checks it against simulated tilings.
+
+With ``cores`` (the operator layer passes the chip's Cube cores), img2col is split over the chip as
+production conv kernels are: the work items are bands of output rows x groups of Cout blocks
+(``ConvTiling.cout_split``), over the batch, and :func:`_split_img2col` picks the band height, Cout
+block and groups whose busiest core is estimated fastest, so that a convolution whose bands alone do not
+fill the cores (one small image) still runs on all of them.
 """
 
 from __future__ import annotations

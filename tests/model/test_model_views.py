@@ -117,8 +117,8 @@ def test_a_model_run_started_by_the_explorer_shows_its_progress_there(graph, cap
     ex.controls["fold"].value = True
     bars = [v for v in seen if "[" in v and "/" in v]
     assert len(bars) >= len([n for n in graph.nodes if n.op not in ("input", "output")]) // 2, seen[:3]
-    assert "ops simulated in" in " ".join(seen)
-    assert "ops simulated" not in capsys.readouterr().err      # not on the terminal as well
+    assert "device ops simulated" in " ".join(seen)
+    assert "device ops simulated" not in capsys.readouterr().err      # not on the terminal as well
 
 
 @pytest.mark.parametrize("which", ["captured", "optimized", "resnet18"])
