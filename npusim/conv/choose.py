@@ -70,7 +70,6 @@ def _split_img2col(g: ConvGeometry, cfg, epilogue: Epilogue | None, cores: int) 
     the first item's band load (not hidden), then ``ceil(items / cores)`` items, each the slower of its
     load (at ``gm_rate(active cores)``) and its Mmads / im2col builds."""
     cout16 = round_up(g.cout, 16)
-    single = _choose_img2col(g, cfg, epilogue)
     cands: dict[tuple[int, int, int], None] = {}
     for cb in dict.fromkeys(c for c in (min(cout16, 256), 192, 128, 96, 64) if c <= cout16):
         n_cout = ceil_div(g.cout, g.cout if cb >= g.cout else cb)
@@ -91,7 +90,7 @@ def _split_img2col(g: ConvGeometry, cfg, epilogue: Epilogue | None, cores: int) 
         if best is None or key < best[0]:
             best = (key, t, items)
     if best is None:
-        return single
+        return _choose_img2col(g, cfg, epilogue)
     (busiest, _), t, items = best
     why = (f"cores: {items} work items (bands of {t.rows} rows x {t.cout_split} Cout group(s)"
            f"{f' x {g.n} images' if g.n > 1 else ''}) on {min(items, cores)} of {cores} cores, estimated "
@@ -141,9 +140,10 @@ def _choose_img2col(g: ConvGeometry, cfg, epilogue: Epilogue | None = None) -> C
 
 
 def _img2col_with(g: ConvGeometry, cfg, epilogue: Epilogue | None, cb: int,
-                  rows_cap: int | None = None) -> tuple[float, int, ConvTiling]:
-    """The img2col tiling with Cout blocks of ``cb`` (bands of at most ``rows_cap`` rows), its estimated
-    cycles on one core and its GM read bytes."""
+                  rows_cap: int | None = None) -> tuple[float, int, float, ConvTiling]:
+    """The img2col tiling with Cout blocks of ``cb`` (bands of at most ``rows_cap`` rows): its estimated
+    cycles on one core, its GM read bytes apart from streamed weights, the cycles of its Mmads, im2col
+    builds and streamed weight reads (from L2), and the tiling."""
     why: list[str] = []
     c0, isz = g.c0, g.isz
     cout_block = g.cout if cb >= g.cout else cb
