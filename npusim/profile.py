@@ -3,6 +3,15 @@
 Names follow msprof where it has one (PipeUtilization's ``cube``, ``vec``, ``scalar``, ``mte1``, ``mte2``,
 ``mte3``, ``fixp`` ratios; ``aic_mac_ratio``) [S12]. "Active cores" = ``min(block_dim, cores of the
 kernel's kind)`` (:attr:`Profile.active_cores`).
+
+**Two utilisations.** Every Cube utilisation npusim prints is one of these two, and says which:
+
+- *of the cores the launch used*, :attr:`Profile.mac_utilization` = ``cube_ideal_cycles / (active_cores *
+  total_cycles)``: how well the kernel uses the cores it runs on (msprof's per-block ``aic_mac_ratio``);
+- *of the whole chip*, :attr:`Profile.chip_mac_utilization` = ``cube_ideal_cycles / (chip_cores *
+  total_cycles)``: the same work over every core of the kind the kernel uses (a Cube kernel: the chip's
+  Cube cores, the 24 AIC of A2) for the launch's time; a kernel on 4 of 24 cores is at most 1/6 of it.
+  Model-level figures (:mod:`npusim.model.metrics`) are chip-level.
 """
 
 from __future__ import annotations
@@ -108,6 +117,12 @@ class Profile:
         return self.cores or min(self.block_dim, self.config.num_cores)
 
     @property
+    def chip_cores(self) -> int:
+        """Cores of the kind the kernel uses on the whole chip, the denominator of the chip-level
+        utilisation: ``config.num_cores`` (the AI cores; for a Cube kernel on A2 its 24 Cube cores, AIC)."""
+        return self.config.num_cores
+
+    @property
     def time_us(self) -> float:
         """Kernel time in microseconds: ``total_cycles / (clock_ghz * 1000)``. Excludes launch overhead."""
         return self.config.cycles_to_us(self.total_cycles)
@@ -131,7 +146,7 @@ class Profile:
     # --- Cube -------------------------------------------------------------------------------------
     @property
     def mac_utilization(self) -> float:
-        """Cube MAC utilization, useful work only: ``algorithmic_macs / (cube_macs_per_cycle[dtype] *
+        """Cube MAC utilization of the cores the launch used, useful work only: ``algorithmic_macs / (cube_macs_per_cycle[dtype] *
         active_cores * total_cycles)`` (``cube_ideal_cycles / (active_cores * total_cycles)``). Padding to
         whole fractals (zero channels, a K0 tail), helper Mmads (a bias row) and idle cycles all lower it.
         A mix kernel counts its AIC cores only (:attr:`cube_cores`)."""
@@ -143,6 +158,13 @@ class Profile:
         """Cores with a Cube that ran at once: ``active_cores``, of which a mix kernel's AICs only."""
         n = self.active_cores
         return n // (1 + self.config.aiv_per_core) if self.kernel_type == "mix_aic_1_2" else n
+
+    @property
+    def chip_mac_utilization(self) -> float:
+        """Cube MAC utilization of the whole chip: ``cube_ideal_cycles / (chip_cores * total_cycles)``, i.e.
+        ``mac_utilization * active_cores / chip_cores``: the cores the launch left idle count against it."""
+        denom = self.chip_cores * self.total_cycles or 1.0
+        return self.cube_ideal_cycles / denom
 
     @property
     def issued_mac_utilization(self) -> float:
@@ -169,10 +191,10 @@ class Profile:
     @property
     def stream_mac_utilization(self) -> float:
         """Cube utilisation of the whole chip for such a stream of calls (what a loop of back-to-back
-        calls measures on hardware): ``cube_ideal_cycles / (config.num_cores * stream cycles)``, the
+        calls measures on hardware): ``cube_ideal_cycles / (chip_cores * stream cycles)``, the
         stream cycles being ``stream_time_us`` in cycles."""
         stream = self.stream_time_us * self.config.clock_ghz * 1e3
-        return self.cube_ideal_cycles / (self.config.num_cores * stream) if stream else 0.0
+        return self.cube_ideal_cycles / (self.chip_cores * stream) if stream else 0.0
 
     @property
     def flops(self) -> float:
@@ -331,7 +353,8 @@ class Profile:
     def metrics(self) -> dict[str, float]:
         """The headline numbers as a flat dict (for tables, checks and benchmarks)."""
         d = {"time_us": self.time_us, "total_cycles": self.total_cycles, "instructions": self.instruction_count,
-             "mac_utilization": self.mac_utilization, "gm_bytes": self.gm_bytes,
+             "mac_utilization": self.mac_utilization, "chip_mac_utilization": self.chip_mac_utilization,
+             "gm_bytes": self.gm_bytes,
              "l2_hit_rate": self.l2_hit_rate, "hbm_bytes": self.hbm_bytes,
              "arithmetic_intensity": self.arithmetic_intensity, "roofline_efficiency": self.roofline_efficiency}
         for k, v in self.pipe_ratio.items():
@@ -351,7 +374,9 @@ class Profile:
             if self.pipe_busy_cycles.get(k):
                 rows.append((f"{k} ratio", f"{self.pipe_ratio[k]:.1%}"))
         if self.cube_macs:
-            rows.append(("cube MAC utilization", f"{self.mac_utilization:.1%} ({self.cube_dtype}; issued "
+            rows.append(("cube MAC utilization", f"{self.mac_utilization:.1%} of the {self.active_cores} core(s) "
+                                                 f"used, {self.chip_mac_utilization:.1%} of the chip's "
+                                                 f"{self.chip_cores} ({self.cube_dtype}; issued "
                                                  f"{self.issued_mac_utilization:.1%}, {self.mac_waste:.0%} "
                                                  f"of it padding)"))
         if self.gm_bytes:

@@ -3,6 +3,12 @@
 :func:`choose_tiling` returns a :class:`~npusim.conv.tiling.ConvTiling` whose ``explain()`` says what
 limited each size. The choice ranks a few candidates with a cost estimate of the GM traffic and the
 Cube work (:func:`estimate_cycles`); :mod:`.sweep` checks it against simulated tilings.
+
+With ``cores`` (the operator layer passes the chip's Cube cores), img2col is split over the chip as
+production conv kernels are: the work items are bands of output rows x groups of Cout blocks
+(``ConvTiling.cout_split``), over the batch, and :func:`_split_img2col` picks the band height, Cout
+block and groups whose busiest core is estimated fastest, so that a convolution whose bands alone do not
+fill the cores (one small image) still runs on all of them.
 """
 
 from __future__ import annotations
@@ -14,22 +20,83 @@ import npusim as ns
 from .. import costs
 
 from .common import FRACTAL_BYTES, Epilogue, ceil_div, round_up
-from .geometry import ConvGeometry
+from .geometry import ConvGeometry, work_items
 from .tiling import VARIANTS, ConvTiling, check_dtype, check_epilogue
 
 
 def choose_tiling(g: ConvGeometry, cfg: ns.HardwareConfig | str | None = None, variant: str = "img2col",
-                  epilogue: Epilogue | None = None) -> ConvTiling:
+                  epilogue: Epilogue | None = None, cores: int | None = None) -> ConvTiling:
     """Legal, reasonably fast block sizes for ``variant`` on ``cfg`` (with the buffers of a fused
-    ``epilogue``); see ``explain()`` for the why."""
+    ``epilogue``); see ``explain()`` for the why. ``cores`` (img2col): the cores the launch will use; the
+    work is then cut into enough items (bands of output rows x groups of Cout blocks, over the batch) to
+    keep them all busy, as production conv kernels split batch, output rows and Cout over the chip's cores."""
     cfg = ns.get_config(cfg)
     if variant not in VARIANTS:
         raise ns.UsageError(f"unknown conv2d variant {variant!r}; choose one of {VARIANTS}")
     check_dtype(variant, g, cfg)
     check_epilogue(variant, g, epilogue)
-    t = _choose_img2col(g, cfg, epilogue or None) if variant == "img2col" else _choose_rowwise(g, cfg, variant)
+    if variant == "img2col":
+        t = _choose_img2col(g, cfg, epilogue or None) if not cores or cores <= 1 else \
+            _split_img2col(g, cfg, epilogue or None, int(cores))
+    else:
+        t = _choose_rowwise(g, cfg, variant)
     t.check(g, cfg, epilogue)
     return t
+
+
+def _busiest_core(g: ConvGeometry, cfg, t: ConvTiling, reads: int, compute: float, cores: int) -> tuple[float, int]:
+    """Estimated cycles of the busiest core, and the work items: items go round-robin to the blocks (as
+    ``my_items`` hands them out); an item's Mmads are its share of ``compute`` (output rows x channels),
+    its load its share of ``reads`` (at the core's share of the GM bandwidth); the first load is not
+    hidden, then each item costs the slower of its load and its Mmads (double-buffered bands)."""
+    groups = [sum(c for _, c in t.group_blocks(g, grp)) for grp in range(t.cout_split)]
+    items = [(rows, ch) for _, _, rows in work_items(g, t.rows) for ch in groups]
+    active = min(len(items), cores)
+    rate = cfg.gm_rate(active)
+    unit_mmad = compute / (g.n * g.ho * g.cout)
+    in_rows = sum(g.in_rows(rows) for rows, _ in items)
+    busiest = 0.0
+    for c in range(active):
+        mine = items[c::active]
+        loads = [reads * g.in_rows(rows) / in_rows / rate for rows, _ in mine]
+        busy = loads[0] + sum(max(ld, unit_mmad * rows * ch) for ld, (rows, ch) in zip(loads, mine))
+        busiest = max(busiest, busy)
+    return busiest, len(items)
+
+
+def _split_img2col(g: ConvGeometry, cfg, epilogue: Epilogue | None, cores: int) -> ConvTiling:
+    """The img2col tiling for ``cores`` cores: among Cout blocks of 256 to 64 channels, Cout groups and band
+    heights that give about one to four items per core, the lowest estimated time of the busiest core:
+    the first item's band load (not hidden), then ``ceil(items / cores)`` items, each the slower of its
+    load (at ``gm_rate(active cores)``) and its Mmads / im2col builds."""
+    cout16 = round_up(g.cout, 16)
+    cands: dict[tuple[int, int, int], None] = {}
+    for cb in dict.fromkeys(c for c in (min(cout16, 256), 192, 128, 96, 64) if c <= cout16):
+        n_cout = ceil_div(g.cout, g.cout if cb >= g.cout else cb)
+        for split in range(1, n_cout + 1):
+            for waves in (1, 2, 3, 4):
+                bands = ceil_div(waves * cores, g.n * split)
+                rows = max(1, ceil_div(g.ho, bands))
+                cands[(cb, split, min(rows, g.ho))] = None
+    best = None
+    for cb, split, rows in cands:
+        try:
+            _, reads, compute, t = _img2col_with(g, cfg, epilogue, cb, rows_cap=rows)
+        except ns.CapacityError:
+            continue
+        t = dataclasses.replace(t, cout_split=min(split, len(t.cout_blocks(g))))
+        busiest, items = _busiest_core(g, cfg, t, reads, compute, cores)
+        key = (busiest, items)
+        if best is None or key < best[0]:
+            best = (key, t, items)
+    if best is None:
+        return _choose_img2col(g, cfg, epilogue)
+    (busiest, _), t, items = best
+    why = (f"cores: {items} work items (bands of {t.rows} rows x {t.cout_split} Cout group(s)"
+           f"{f' x {g.n} images' if g.n > 1 else ''}) on {min(items, cores)} of {cores} cores, estimated "
+           f"{busiest:,.0f} cycles for the busiest core (its first band's load, then ceil(items / cores) "
+           f"items, each the slower of its load and its Mmads)")
+    return dataclasses.replace(t, reasons=t.reasons + (why,))
 
 
 def _fits(t: ConvTiling, g: ConvGeometry, cfg, epilogue: Epilogue | None = None) -> bool:
@@ -59,7 +126,8 @@ def _choose_img2col(g: ConvGeometry, cfg, epilogue: Epilogue | None = None) -> C
     done = []
     for cb in options:
         try:
-            done.append(_img2col_with(g, cfg, epilogue, cb))
+            est, _, _, t = _img2col_with(g, cfg, epilogue, cb)
+            done.append((est, t))
         except ns.CapacityError:
             if cb == options[-1] and not done:
                 raise
@@ -71,7 +139,11 @@ def _choose_img2col(g: ConvGeometry, cfg, epilogue: Epilogue | None = None) -> C
     return t
 
 
-def _img2col_with(g: ConvGeometry, cfg, epilogue: Epilogue | None, cb: int) -> tuple[float, ConvTiling]:
+def _img2col_with(g: ConvGeometry, cfg, epilogue: Epilogue | None, cb: int,
+                  rows_cap: int | None = None) -> tuple[float, int, float, ConvTiling]:
+    """The img2col tiling with Cout blocks of ``cb`` (bands of at most ``rows_cap`` rows): its estimated
+    cycles on one core, its GM read bytes apart from streamed weights, the cycles of its Mmads, im2col
+    builds and streamed weight reads (from L2), and the tiling."""
     why: list[str] = []
     c0, isz = g.c0, g.isz
     cout_block = g.cout if cb >= g.cout else cb
@@ -88,7 +160,8 @@ def _img2col_with(g: ConvGeometry, cfg, epilogue: Epilogue | None, cb: int) -> t
                             // (cb * drain_bytes) // 16 * 16))
     w_res = g.k1 * g.n1 * FRACTAL_BYTES
     min_bands = 4 if g.n == 1 else 2
-    rows_cap = max(1, ceil_div(g.ho, min_bands))
+    explicit = rows_cap is not None
+    rows_cap = max(1, ceil_div(g.ho, min_bands)) if rows_cap is None else rows_cap
 
     def make(rows, cin_block, l1b, res, m_tile, k_tile):
         return ConvTiling("img2col", rows, g.wo, cin_block, cout_block, m_tile, k_tile, l1b, 2, 2, res)
@@ -110,7 +183,7 @@ def _img2col_with(g: ConvGeometry, cfg, epilogue: Epilogue | None, cb: int) -> t
             cands = []
             for res in (True, False):
                 # resident weights: bands overlap their loads; streamed ones are read again for every band
-                cap = rows_cap if res else g.ho
+                cap = rows_cap if res or explicit else g.ho
                 rows = _largest(1, cap, lambda r: _fits(make(r, cin_block, l1b, res, 16, c0), g, cfg, epilogue))
                 if rows is not None:
                     cands.append((gm_reads(rows, cin_block, res), not res, rows, cin_block, l1b, res))
@@ -154,7 +227,9 @@ def _img2col_with(g: ConvGeometry, cfg, epilogue: Epilogue | None, cb: int) -> t
                f"({ceil_div(cin_block, c0) * band_in * g.w * 32} B in L1)" +
                (", twice (double buffering: the next band's DMA runs during this band's Mmads)" if l1b == 2
                 else ", once (no room for a second band buffer)") +
-               (f"; capped at ceil(Ho / {min_bands}) so that there are at least {min_bands} bands to overlap"
+               ("; capped so that the bands and Cout groups fill the cores (last line)" if explicit and
+                rows == rows_cap and rows < g.ho else
+                f"; capped at ceil(Ho / {min_bands}) so that there are at least {min_bands} bands to overlap"
                 if rows == rows_cap and rows < g.ho and resident else "; limited by L1 capacity" if rows < g.ho
                 else "; the whole image" + ("" if resident else " (streamed weights are read once per band)")))
     why.append(f"cin_block={cin_block}: " + ("all input channels: the band is loaded once and every tile reads it"
@@ -202,8 +277,17 @@ def _img2col_with(g: ConvGeometry, cfg, epilogue: Epilogue | None, cb: int) -> t
     cube = tiles * k_steps * costs.cube_cycles(cfg, m_tile, cout_block, k_tile, g.dtype)
     reads = bands * round_up(g.cin, c0) * isz * g.w * min(g.in_rows(rows), g.h) + \
         (w_res if resident else tiles * w_res // ceil_div(g.cout, cout_block))
+    # MTE1 builds each im2col tile once per Cout block, and loads each weight tile (L1 -> L0B)
+    mte1 = tiles * k_steps * (m_tile * k_tile * isz / cfg.l1_to_l0a_bytes_per_cycle
+                              + k_tile * round_up(cout_block, 16) * isz / cfg.l1_to_l0b_bytes_per_cycle)
     est = max(reads / cfg.gm_port_bytes_per_cycle, cube)
-    return est, dataclasses.replace(t, reasons=tuple(why))
+    if explicit:   # the split's candidates differ in Cout blocks, whose im2col tiles MTE1 rebuilds
+        est = max(est, mte1)
+    # on several cores the streamed weight pieces, read by every core, come from L2: their time goes
+    # with the Mmads' (each core its share), the bands' with the GM reads
+    w_reads = 0 if resident else tiles * w_res // ceil_div(g.cout, cout_block)
+    compute = max(cube, mte1, w_reads / cfg.l2_bytes_per_cycle)
+    return est, reads - w_reads, compute, dataclasses.replace(t, reasons=tuple(why))
 
 
 def _choose_rowwise(g: ConvGeometry, cfg, variant: str) -> ConvTiling:

@@ -62,8 +62,10 @@ class KernelImg2col:
     # --- the whole kernel ----------------------------------------------------------------------------
     def process(self) -> None:
         g, t = self.g, self.t
-        bands = my_items(work_items(g, t.rows))
-        if not bands:
+        # a work item is a band of output rows and a group of Cout blocks (``t.cout_split`` groups), so that
+        # a convolution whose bands alone do not fill the cores also splits over its output channels
+        items = my_items([(band, grp) for band in work_items(g, t.rows) for grp in range(t.cout_split)])
+        if not items:
             return
         if t.weights_resident:
             self.w_l1 = self.load_resident(self.q_w, self.wz, g.k1 * g.n1 * self.fr)
@@ -73,11 +75,12 @@ class KernelImg2col:
         self.cins = t.cin_blocks(g)
         if len(self.cins) == 1:
             # the band holds every channel: one DMA per band, and every tile of the band reads it
-            jobs = [(band, None, 0) for band in bands]
+            jobs = [(band, None, 0, grp) for band, grp in items]
         else:
             # a band of all channels does not fit L1: K is split into Cin blocks, accumulated in L0C,
             # and the band of each block is loaded again for each tile
-            jobs = [(band, tile, k) for band in bands for tile in self.tiles(band) for k in range(len(self.cins))]
+            jobs = [(band, tile, k, grp) for band, grp in items for tile in self.tiles(band, grp)
+                    for k in range(len(self.cins))]
         pipelined(jobs, self.copy_in_band, self.compute, t.l1_buffers)
         if t.weights_resident:
             self.q_w.free_tensor(self.w_l1)
@@ -90,11 +93,11 @@ class KernelImg2col:
         q.enque(t)
         return q.deque()
 
-    def tiles(self, band) -> list[tuple[int, int, int, int]]:
-        """The L0C tiles of a band: ``(first position, positions, first Cout, Cout)``."""
+    def tiles(self, band, grp: int = 0) -> list[tuple[int, int, int, int]]:
+        """The L0C tiles of a band in Cout group ``grp``: ``(first position, positions, first Cout, Cout)``."""
         positions = band[2] * self.g.wo
         return [(m0, min(self.t.m_tile, positions - m0), co0, cb)
-                for m0 in range(0, positions, self.t.m_tile) for co0, cb in self.t.cout_blocks(self.g)]
+                for m0 in range(0, positions, self.t.m_tile) for co0, cb in self.t.group_blocks(self.g, grp)]
 
     # --- one band of output rows ----------------------------------------------------------------------
     def band_rows(self, ho0: int, rows: int) -> tuple[int, int, int, int]:
@@ -108,7 +111,7 @@ class KernelImg2col:
     def copy_in_band(self, job) -> None:
         """The band's rows of one Cin block in ONE DMA: each C1 block's rows are one contiguous run."""
         g = self.g
-        (n, ho0, rows), _, k = job
+        (n, ho0, rows), _, k, _ = job
         ci0, cc = self.cins[k]
         lo, hi, _, _ = self.band_rows(ho0, rows)
         t = self.q_band.alloc_tensor(self.dt)
@@ -119,9 +122,9 @@ class KernelImg2col:
         self.q_band.enque(t)
 
     def compute(self, job) -> None:
-        band, tile, k = job
+        band, tile, k, grp = job
         x_l1 = self.q_band.deque()
-        for tl in ([tile] if tile else self.tiles(band)):
+        for tl in ([tile] if tile else self.tiles(band, grp)):
             self.compute_tile(band, tl, k, x_l1)
         self.q_band.free_tensor(x_l1)
 

@@ -63,6 +63,9 @@ class ConvTiling:
     l0_buffers: int = 2
     l0c_buffers: int = 1
     weights_resident: bool = True
+    cout_split: int = 1
+    """img2col: groups of Cout blocks that are separate work items (run on different cores); 1 = every
+    core computes all output channels of its bands."""
     reasons: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     # --- derived sizes -------------------------------------------------------------------------------
@@ -73,6 +76,16 @@ class ConvTiling:
     def cout_blocks(self, g: ConvGeometry) -> list[tuple[int, int]]:
         """``(first channel, channels)`` of each output channel block."""
         return [(c, min(self.cout_block, g.cout - c)) for c in range(0, g.cout, self.cout_block)]
+
+    def group_blocks(self, g: ConvGeometry, grp: int) -> list[tuple[int, int]]:
+        """The Cout blocks of group ``grp`` of ``cout_split`` (consecutive blocks, as equal as can be)."""
+        blocks = self.cout_blocks(g)
+        n = len(blocks)   # as equal as can be: group sizes differ by at most one block, none is empty
+        return blocks[grp * n // self.cout_split:(grp + 1) * n // self.cout_split]
+
+    def work_items(self, g: ConvGeometry) -> int:
+        """Independent work items, one per block at most: bands x Cout groups."""
+        return g.n * -(-g.ho // self.rows) * (self.cout_split if self.variant == "img2col" else 1)
 
     def col_tiles(self, g: ConvGeometry) -> list[tuple[int, int]]:
         """``(first column, columns)`` of each output column tile."""
@@ -171,6 +184,11 @@ class ConvTiling:
                 bad.append(f"k_tile={self.k_tile} must be a positive multiple of C0={c0}")
         if self.variant in ("direct", "reuse") and needs_staging(g) and g.pw * g.isz > 32:
             bad.append(f"padding {g.pw} columns = {g.pw * g.isz} B: DataCopyPad inserts at most 32 B per side")
+        n_cout = -(-g.cout // max(1, self.cout_block))
+        if self.cout_split < 1 or self.cout_split > n_cout:
+            bad.append(f"cout_split={self.cout_split} must be in 1..{n_cout} (the Cout blocks)")
+        if self.cout_split > 1 and self.variant != "img2col":
+            bad.append("cout_split (Cout groups on different cores) is img2col's only")
         for name in ("l1_buffers", "l0_buffers", "l0c_buffers"):
             if getattr(self, name) < 1:
                 bad.append(f"{name} must be >= 1")
@@ -199,7 +217,8 @@ class ConvTiling:
     def short(self) -> str:
         s = f"{self.variant}: rows={self.rows} cols={self.cols} cin_block={self.cin_block} cout_block={self.cout_block}"
         if self.variant == "img2col":
-            s += f" m_tile={self.m_tile} k_tile={self.k_tile}"
+            s += f" m_tile={self.m_tile} k_tile={self.k_tile}" + (f" cout_split={self.cout_split}"
+                                                                   if self.cout_split > 1 else "")
         return s + (f" buffers L1x{self.l1_buffers} L0x{self.l0_buffers} L0Cx{self.l0c_buffers}"
                     f"{'' if self.weights_resident else ' weights streamed'}")
 

@@ -15,7 +15,8 @@ Modules: system (host, PCIe, NPU config), graph (the IR), opset (ops: host and d
 costs), pooling (the device pooling kernels), schedule (the timeline rules), runner (execute, schedule,
 run_model, evaluate), metrics (ModelProfile: every model-level metric), passes (fold_bn, fuse_conv_bn_relu,
 offload, optimize), capture (torch.fx -> graph), zoo (the labs' small CNN), resnet (ResNet-18 and smaller
-ResNets), progress, trace (Perfetto), placement (the placement chart), charts, explorer.
+ResNets), memo (each kernel simulated once), story (lab 09's story setting), progress, trace (Perfetto),
+placement (the placement chart), charts, explorer.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from .runner import Execution, Step, evaluate, execute, run_model, schedule
 from .schedule import Event
 from .system import DEFAULT_SYSTEM, SystemConfig
 from .trace import to_chrome_trace
+from .story import CONTRAST, STORY, Setting, story_runs
+from . import memo, story
 from .zoo import SmallCNN, images, small_cnn
 from . import charts  # noqa: E402
 
@@ -45,4 +48,4 @@ __all__ = ["capture", "DEVICE", "HOST", "Graph", "Node", "CATEGORIES", "LABELS",
            "OPS", "default_placement", "infer", "OFFLOAD_OPS", "Match", "apply_match", "find_conv_bn_relu",
            "fold_bn", "fuse_conv_bn_relu", "offload", "optimize", "ResNet", "ResNet18", "resnet", "resnet18",
            "Execution", "Step", "evaluate", "execute", "run_model", "schedule", "Event", "DEFAULT_SYSTEM",
-           "SystemConfig", "to_chrome_trace", "SmallCNN", "images", "small_cnn", "charts", "ModelExplorer"]
+           "SystemConfig", "to_chrome_trace", "CONTRAST", "STORY", "Setting", "story_runs", "memo", "story", "SmallCNN", "images", "small_cnn", "charts", "ModelExplorer"]

@@ -84,7 +84,7 @@ def timeline(profile: ModelProfile, title: str | None = None, baseline: ModelPro
     ax.grid(axis="x", alpha=0.3)
     head = title or f"{prof.label}: whole-model timeline, batch {prof.batch}"
     ax.set_title(f"{head}\nmodel time {prof.model_time_us:,.0f} us | device busy {prof.device_busy_ratio:.1%} | "
-                 f"Cube utilisation {prof.mac_utilization:.2%} | {prof.launches} launches, "
+                 f"Cube utilisation (chip) {prof.mac_utilization:.2%} | {prof.launches} launches, "
                  f"{prof.uploads + prof.downloads} copies", loc="left", fontsize="medium",
                  pad=14)  # room for the baseline's label
     handles = [Patch(color=COLOURS[c], label=LABELS[c]) for c in CATEGORIES if c != "idle"]
@@ -140,10 +140,11 @@ def breakdown(profiles, labels: Sequence[str] | None = None, title: str | None =
 # --- utilisation ------------------------------------------------------------------------------------
 
 def op_utilization(profile: ModelProfile) -> Figure:
-    """Cube utilisation per Cube op (conv2d, linear): of its main kernel (``kernel_util``, as a lone kernel
-    would be measured) and of all its kernels (``op_util``: with its layout transforms), against the model's
-    (``mac_utilization``, dashed) and the device's while busy (``device_mac_utilization``, dotted).
-    Log scale: the values differ by orders of magnitude."""
+    """Cube utilisation per Cube op (conv2d, linear), **of the whole chip**: of its main kernel
+    (``kernel_chip_util``, as a lone kernel would be measured) and of all its kernels (``op_util``: with its
+    layout transforms), against the model's (``mac_utilization``, dashed) and the device's while busy
+    (``device_mac_utilization``, dotted); a dot marks the main kernel's utilisation of the cores it used
+    (``kernel_util``). Log scale: the values differ by orders of magnitude."""
     (prof,) = _profiles(profile)
     rows = [r for r in prof.op_rows() if r["kernel_util"] is not None]
     many = len(rows) > 8  # a whole network: narrower labels, rotated, on a wider figure
@@ -152,19 +153,21 @@ def op_utilization(profile: ModelProfile) -> Figure:
     ax = fig.add_axes((0.8 / width, 0.3 if many else 0.18, 1 - 4.4 / width, 0.58 if many else 0.66))
     xs = range(len(rows))
     w = 0.38
-    k = [r["kernel_util"] for r in rows]
+    k = [r["kernel_chip_util"] for r in rows]
     o = [r["op_util"] for r in rows]
-    b1 = ax.bar([x - w / 2 for x in xs], k, w, color=_palette.series(1), label="main kernel alone",
-                gid="kernel_util")
-    b2 = ax.bar([x + w / 2 for x in xs], o, w, color=_palette.series(2), label="op: kernel + layout transforms",
+    b1 = ax.bar([x - w / 2 for x in xs], k, w, color=_palette.series(1), label="main kernel alone (chip)",
+                gid="kernel_chip_util")
+    b2 = ax.bar([x + w / 2 for x in xs], o, w, color=_palette.series(2), label="op: kernel + layout transforms (chip)",
                 gid="op_util")
+    ax.scatter([x - w / 2 for x in xs], [r["kernel_util"] for r in rows], color="black", s=10, zorder=3,
+               gid="kernel_util", label="main kernel, of the cores it used")
     turn = 90 if many else 0
     ax.bar_label(b1, labels=[f"{v:.1%}" for v in k], fontsize="x-small", rotation=turn, padding=2)
     ax.bar_label(b2, labels=[f"{v:.1%}" for v in o], fontsize="x-small", rotation=turn, padding=2)
     ax.axhline(prof.mac_utilization, color=_palette.ROLE["mac"], ls="--", gid="model_util",
-               label=f"whole model: {prof.mac_utilization:.3%}")
+               label=f"whole model (chip): {prof.mac_utilization:.2%}")
     ax.axhline(prof.device_mac_utilization, color=_palette.ROLE["achieved"], ls=":", gid="device_util",
-               label=f"device while busy: {prof.device_mac_utilization:.1%}")
+               label=f"device while busy (chip): {prof.device_mac_utilization:.1%}")
     ax.set_yscale("log")
     lo = min([prof.mac_utilization, *[v for v in k + o if v > 0]] or [1e-4])
     ax.set_ylim(lo / 3, 4.0 if many else 1.5)
@@ -173,7 +176,7 @@ def op_utilization(profile: ModelProfile) -> Figure:
     ax.set_xticklabels([short_name(r["node"]) + (f"\n+{'+'.join(r['fused'])}" if r["fused"] and not many else "")
                         for r in rows], fontsize="small", rotation=turn)
     ax.set_xlim(-0.6, max(len(rows), 1) - 0.4)
-    ax.set_ylabel("Cube MAC utilisation (log)")
+    ax.set_ylabel("Cube MAC utilisation of the chip (log)")
     ax.set_title(f"{prof.label}: kernels vs the whole model (batch {prof.batch})", loc="left", fontsize="medium")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     return readable(fig)

@@ -33,10 +33,10 @@ def metrics_rows(profile: ModelProfile, baseline: ModelProfile | None = None) ->
         if p is None:
             return [""] * (5 + len(CATEGORIES))
         t = p.model_time_us or 1.0
-        return ([f"{p.model_time_us:,.1f} us", f"{p.mac_utilization:.3%}", f"{p.device_busy_ratio:.1%}",
+        return ([f"{p.model_time_us:,.1f} us", f"{p.mac_utilization:.2%}", f"{p.device_busy_ratio:.1%}",
                  str(p.launches), f"{p.uploads} up / {p.downloads} down"]
                 + [f"{p.breakdown_us[c]:,.1f} us ({p.breakdown_us[c] / t:.0%})" for c in CATEGORIES])
-    names = ["model time", "Cube utilisation", "device busy", "launches", "copies"] + [LABELS[c] for c in CATEGORIES]
+    names = ["model time", "Cube utilisation (chip)", "device busy", "launches", "copies"] + [LABELS[c] for c in CATEGORIES]
     now, base = cells(profile), cells(baseline)
     rows = list(zip(names, now, base))
     if baseline is not None and profile.model_time_us:

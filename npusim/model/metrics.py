@@ -4,10 +4,12 @@ Kernel-level metrics (``Profile.mac_utilization`` etc.) stay as :mod:`npusim.pro
 model-level ones put the same useful work over the **model time** instead of the kernel time:
 
 - ``model_time_us`` = end of the last event (the result is back on the host); time 0 = batch on the host.
+Every model-level utilisation is **of the whole chip** (:mod:`npusim.profile`'s second utilisation):
+
 - ``cube_ideal_us`` = sum over the Cube ops' main kernels (conv2d, matmul; not their layout transforms)
-  of ``cube_ideal_cycles / active_cores``, in us: their useful MACs at the Cube's peak on the cores they used.
+  of ``cube_ideal_cycles / chip_cores``, in us: their useful MACs at the peak of all the chip's Cube cores.
 - ``mac_utilization`` = ``cube_ideal_us / model_time_us``. For one kernel alone with nothing around it,
-  this is that kernel's ``Profile.mac_utilization``.
+  this is that kernel's ``Profile.chip_mac_utilization``.
 - ``breakdown_us``: every instant of the model time is given to the first category active then, in the
   order device compute (a kernel runs), transfers (a copy runs), host (a host op runs), launch (the host
   launches a kernel while the device has nothing to run), idle (none of these); so the five parts sum to
@@ -41,11 +43,12 @@ def category(ev: Event) -> str:
 
 
 def cube_ideal_us(ev: Event) -> float:
-    """Useful Cube time of a kernel event: ``cube_ideal_cycles / active_cores`` in us (0 unless ``main``)."""
+    """Useful Cube time of a kernel event on the whole chip: ``cube_ideal_cycles / chip_cores`` in us (0
+    unless ``main``)."""
     p = ev.profile
     if not ev.main or p is None or not p.cube_ideal_cycles:
         return 0.0
-    return p.config.cycles_to_us(p.cube_ideal_cycles / p.active_cores)
+    return p.config.cycles_to_us(p.cube_ideal_cycles / p.chip_cores)
 
 
 @dataclass
@@ -154,12 +157,12 @@ class ModelProfile:
 
     @property
     def mac_utilization(self) -> float:
-        """Model-level Cube utilisation: ``cube_ideal_us / model_time_us``."""
+        """Model-level Cube utilisation of the whole chip: ``cube_ideal_us / model_time_us``."""
         return self.cube_ideal_us / self.model_time_us if self.model_time_us else 0.0
 
     @property
     def device_mac_utilization(self) -> float:
-        """Cube utilisation while the device computes: ``cube_ideal_us / device_compute_us``."""
+        """Chip Cube utilisation while the device computes: ``cube_ideal_us / device_compute_us``."""
         return self.cube_ideal_us / self.device_compute_us if self.device_compute_us else 0.0
 
     # --- per op ------------------------------------------------------------------------------------
@@ -178,9 +181,11 @@ class ModelProfile:
 
     def op_rows(self) -> list[dict]:
         """Per node: where it ran, its launches, device / launch / host / copy time, and for Cube ops their
-        MACs (:meth:`macs`), their useful work at peak (``cube_ideal_us``), the main kernel's
-        ``mac_utilization`` (``kernel_util``) and the op's ``cube_ideal_us / its kernels' time`` (``op_util``:
-        layout transforms and a separate ReLU count against it)."""
+        MACs (:meth:`macs`), their useful work at the chip's peak (``cube_ideal_us``), the main kernel's
+        cores (``cores``), its utilisation of the cores it used (``kernel_util``, ``Profile.mac_utilization``)
+        and of the whole chip (``kernel_chip_util``, ``Profile.chip_mac_utilization``), and the op's chip
+        utilisation ``cube_ideal_us / its kernels' time`` (``op_util``: layout transforms and a separate ReLU
+        count against it)."""
         rows = []
         for node in self.graph.nodes:
             if node.op in ("input", "output"):
@@ -198,7 +203,9 @@ class ModelProfile:
                 "transfer_us": sum(e.dur_us for e in evs if e.kind in ("h2d", "d2h")),
                 "macs": self.macs(node.name),
                 "cube_ideal_us": ideal,
+                "cores": main.profile.active_cores if main is not None else None,
                 "kernel_util": main.profile.mac_utilization if main is not None else None,
+                "kernel_chip_util": main.profile.chip_mac_utilization if main is not None else None,
                 "op_util": ideal / dev if main is not None and dev else None,
             })
         return rows
@@ -219,7 +226,8 @@ class ModelProfile:
         t = self.model_time_us or 1.0
         rows = [("model", f"{self.label} ({len(self.graph)} nodes, batch {self.batch})"),
                 ("model time", f"{self.model_time_us:,.1f} us"),
-                ("Cube utilisation (model)", f"{self.mac_utilization:.2%}  (Cube ideal {self.cube_ideal_us:.2f} us)"),
+                ("Cube utilisation (chip)", f"{self.mac_utilization:.2%}  (Cube ideal {self.cube_ideal_us:.2f} us "
+                                             f"on all {self.system.hardware.num_cores} cores)"),
                 ("device busy", f"{self.device_busy_ratio:.1%}")]
         for k, v in self.breakdown_us.items():
             rows.append((f"  {LABELS[k]}", f"{v:,.1f} us ({v / t:.0%})"))
@@ -244,15 +252,16 @@ class ModelProfile:
                 + html_table([_op_cells(r) for r in self.op_rows()], _OP_HEADER, title="per op"))
 
 
-_OP_HEADER = ("node", "op", "runs on", "launches", "device us", "launch us", "host us", "copy us", "kernel util",
-              "op util")
+_OP_HEADER = ("node", "op", "runs on", "launches", "device us", "launch us", "host us", "copy us", "cores",
+              "kernel util (its cores)", "kernel util (chip)", "op util (chip)")
 
 
 def _op_cells(r: dict) -> tuple:
     pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
     what = r["op"] + (f" (+{'+'.join(r['fused'])})" if r["fused"] else "")
     return (r["node"], what, r["placement"], r["launches"], f"{r['device_us']:.2f}", f"{r['launch_us']:.0f}",
-            f"{r['host_us']:.1f}", f"{r['transfer_us']:.1f}", pct(r["kernel_util"]), pct(r["op_util"]))
+            f"{r['host_us']:.1f}", f"{r['transfer_us']:.1f}", "-" if r["cores"] is None else r["cores"],
+            pct(r["kernel_util"]), pct(r["kernel_chip_util"]), pct(r["op_util"]))
 
 
 def metric_docs() -> dict[str, str]:

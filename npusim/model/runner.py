@@ -28,6 +28,7 @@ import numpy as np
 from ..config import HardwareConfig
 from ..errors import UsageError
 from .graph import DEVICE, Graph
+from . import memo as _memo
 from .metrics import ModelProfile
 from .opset import Launches, infer, spec
 from .progress import Progress
@@ -88,11 +89,14 @@ class Execution:
 
 def execute(graph: Graph, x: np.ndarray, hardware: HardwareConfig | None = None, *,
             activation_dtype: str = "float16", sanitize: str = "error",
-            progress: bool | None = None) -> Execution:
+            progress: bool | None = None, memo: bool = True) -> Execution:
     """Compute every tensor of ``graph`` on the batch ``x``: device nodes on the simulated NPU ``hardware``
     (their kernels' profiles recorded), host nodes in numpy. ``progress``: a line per node in a terminal, a
-    bar in a notebook (default: for graphs of :data:`PROGRESS_NODES` nodes or more). A node placed on the
-    device whose op has no device kernel for its shapes raises a UsageError."""
+    bar in a notebook (default: for graphs of :data:`PROGRESS_NODES` nodes or more). ``memo``: a device
+    node whose kernels were simulated before for the same key (:mod:`npusim.model.memo`: op, shapes,
+    dtypes, attributes, NPU, cold L2) reuses their profiles and computes its values on the host
+    (``memo=False``: simulate every kernel). A node placed on the device whose op has no device kernel
+    for its shapes raises a UsageError."""
     hardware = hardware or DEFAULT_SYSTEM.hardware
     graph.validate()
     if len(graph.inputs) != 1:
@@ -100,6 +104,7 @@ def execute(graph: Graph, x: np.ndarray, hardware: HardwareConfig | None = None,
     x = np.asarray(x)
     shapes, dtypes = infer(graph, x.shape, activation_dtype)
     t0 = time.perf_counter()
+    simulated = 0
     vals: dict[str, np.ndarray] = {}
     steps: list[Step] = []
     work = [n for n in graph.nodes if n.op not in ("input", "output")]
@@ -121,7 +126,14 @@ def execute(graph: Graph, x: np.ndarray, hardware: HardwareConfig | None = None,
                 bar.close()
                 raise UsageError(f"node {node.name!r} ({node.describe()} on {in_shapes}) is placed on the device, "
                                  "but the NPU has no kernel for it; place it on the host")
-            out, launches = op.device(node, xs, hardware, sanitize)
+            k = _memo.key(node, in_shapes, in_dtypes, hardware, sanitize) if memo else None
+            launches = _memo.lookup(k)
+            if launches is None:
+                out, launches = op.device(node, xs, hardware, sanitize)
+                _memo.store(k, list(launches))
+                simulated += 1
+            else:
+                out = _memo.device_numerics(node, xs, dtypes[node.name])
             steps.append(Step(node.name, node.op, DEVICE, tuple(node.inputs), tuple(launches)))
         else:
             out = op.host(node, xs)
@@ -130,7 +142,9 @@ def execute(graph: Graph, x: np.ndarray, hardware: HardwareConfig | None = None,
             steps.append(Step(node.name, node.op, node.placement, tuple(node.inputs), host_flops=float(flops),
                               host_bytes=int(nbytes)))
         vals[node.name] = np.ascontiguousarray(np.asarray(out).astype(dtypes[node.name], copy=False))
-    bar.close(f"{len(work)} ops simulated in {time.perf_counter() - t0:.1f} s")
+    dev = sum(1 for s in steps if s.placement == DEVICE)
+    bar.close(f"{len(work)} ops in {time.perf_counter() - t0:.1f} s: {simulated} of the {dev} device ops simulated"
+              + (f", {dev - simulated} reused (same kernel and shapes)" if dev > simulated else ""))
     nbytes = {name: int(np.prod(s, dtype=np.int64)) * dtypes[name].itemsize for name, s in shapes.items()}
     out_name = graph.output.inputs[0]
     return Execution(graph, hardware, steps, vals[out_name], shapes, dtypes, nbytes, time.perf_counter() - t0,
@@ -180,10 +194,10 @@ def schedule(run: Execution, system: SystemConfig | None = None, *, label: str =
 
 
 def run_model(graph: Graph, x: np.ndarray, system: SystemConfig | None = None, *, label: str = "",
-              sanitize: str = "error", progress: bool | None = None) -> ModelProfile:
+              sanitize: str = "error", progress: bool | None = None, memo: bool = True) -> ModelProfile:
     """Run ``graph`` on the batch ``x`` (its single input) and profile the whole inference:
-    :func:`schedule` of :func:`execute` (see them for ``sanitize`` and ``progress``)."""
+    :func:`schedule` of :func:`execute` (see them for ``sanitize``, ``progress`` and ``memo``)."""
     system = system or DEFAULT_SYSTEM
     run = execute(graph, x, system.hardware, activation_dtype=system.activation_dtype, sanitize=sanitize,
-                  progress=progress)
+                  progress=progress, memo=memo)
     return schedule(run, system, label=label)

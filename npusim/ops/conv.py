@@ -96,9 +96,11 @@ def _conv_shape(ctx: InferContext):
 def _conv_tiling(ctx: InferContext) -> TilingData:
     g = geometry(ctx)
     ep = epilogue(ctx, g)
-    t = choose_tiling(g, ctx.config, ctx.attrs["variant"], ep or None)
-    # one block per image and band of output rows, up to the cores there are
-    block_dim = max(1, min(ctx.config.num_cores, g.n * -(-g.ho // max(1, t.rows))))
+    # img2col splits the work (images x bands of output rows x Cout groups) over all the chip's cores, as
+    # production conv kernels do; the row-wise variants split bands only
+    t = choose_tiling(g, ctx.config, ctx.attrs["variant"], ep or None, cores=ctx.config.num_cores)
+    # one block per work item, up to the cores there are
+    block_dim = max(1, min(ctx.config.num_cores, t.work_items(g)))
     return TilingData(block_dim=block_dim, fields={"geometry": g, "conv": t, "epilogue": ep})
 
 

@@ -74,19 +74,22 @@ def test_model_utilisation_is_far_below_the_kernels(before, after):
     convs = [r for r in before.op_rows() if r["op"] == "conv2d"]
     assert len(convs) == 3
     for r in convs:
-        assert 0 < r["op_util"] < r["kernel_util"]
-        assert r["kernel_util"] > 50 * before.mac_utilization
+        assert 0 < r["op_util"] < r["kernel_chip_util"] <= r["kernel_util"]
+        assert r["kernel_chip_util"] == pytest.approx(r["kernel_util"] * r["cores"] / nm.DEFAULT_SYSTEM.hardware.num_cores)
+        assert r["kernel_chip_util"] > 10 * before.mac_utilization
     assert before.cube_ideal_us == pytest.approx(after.cube_ideal_us, rel=1e-2)  # same useful work
     assert after.mac_utilization > before.mac_utilization
     assert after.model_time_us < before.model_time_us / 1.4
 
 
-def test_one_kernel_alone_has_its_kernel_utilisation(graph):
+def test_one_kernel_alone_has_its_chip_utilisation(graph):
     p0 = nm.run_model(nm.optimize(graph), nm.images(1)).kernels("conv1")
     main = next(e for e in p0 if e.main)
     only = Event("kernel", main.name, "conv1", 0.0, main.profile.time_us, profile=main.profile, main=True)
     p = ModelProfile(graph, nm.DEFAULT_SYSTEM, [only], np.zeros(1))
-    assert p.mac_utilization == pytest.approx(main.profile.mac_utilization)
+    assert p.mac_utilization == pytest.approx(main.profile.chip_mac_utilization)
+    assert main.profile.chip_mac_utilization == pytest.approx(
+        main.profile.mac_utilization * main.profile.active_cores / main.profile.chip_cores)
 
 
 def test_batch_size_grows_copies_and_host_not_launches(graph):

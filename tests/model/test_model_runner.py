@@ -21,7 +21,7 @@ def _events(p):
 def test_retiming_equals_running_again(graph, batch, before, change):
     system = (nm.DEFAULT_SYSTEM.with_launch_overhead(2.0) if change == "launch"
               else nm.DEFAULT_SYSTEM.replace(**change))
-    again = nm.run_model(graph, batch, system)
+    again = nm.run_model(graph, batch, system, memo=False)  # simulated again, not reused
     retimed = before.with_system(system)
     assert _events(retimed) == _events(again)       # the same timeline, event by event
     assert retimed.model_time_us != before.model_time_us
@@ -65,10 +65,14 @@ def test_census_counts_ops_by_placement(graph):
 
 
 def test_progress_in_a_terminal(graph, batch, capsys):
+    nm.memo.clear()
     nm.run_model(graph, batch, progress=True)
     err = capsys.readouterr().err
     assert err.count("\r") == len(graph) - 2 + 1 and err.endswith("\n")   # a line per op, then the summary
-    assert "ops simulated in" in err.splitlines()[-1] and "conv1" in err
+    dev = sum(1 for n in graph.nodes if n.placement == nm.DEVICE)
+    assert f"ops in " in err.splitlines()[-1] and f"{dev} of the {dev} device ops simulated" in err and "conv1" in err
+    nm.run_model(graph, batch, progress=True)  # again: every device op reused, and the line says so
+    assert f"0 of the {dev} device ops simulated, {dev} reused" in capsys.readouterr().err
     nm.run_model(graph, batch, progress=False)
     assert capsys.readouterr().err == ""
     nm.run_model(graph, batch)  # a small graph: no progress by default

@@ -71,8 +71,11 @@ def test_timeline_lanes_and_utilisation_lines(before):
     fig = charts.op_utilization(before)
     (line,) = _gid(fig, "model_util")
     assert line.get_ydata()[0] == pytest.approx(before.mac_utilization)
-    bars = [r.get_height() for r in _gid(fig, "kernel_util")]
-    assert bars == pytest.approx([r["kernel_util"] for r in before.op_rows() if r["kernel_util"] is not None])
+    bars = [r.get_height() for r in _gid(fig, "kernel_chip_util")]
+    assert bars == pytest.approx([r["kernel_chip_util"] for r in before.op_rows() if r["kernel_util"] is not None])
+    (dots,) = _gid(fig, "kernel_util")
+    assert [y for _, y in dots.get_offsets()] == pytest.approx(
+        [r["kernel_util"] for r in before.op_rows() if r["kernel_util"] is not None])
 
 
 def test_explorer_redraws_and_shows_errors(graph):
@@ -114,8 +117,8 @@ def test_a_model_run_started_by_the_explorer_shows_its_progress_there(graph, cap
     ex.controls["fold"].value = True
     bars = [v for v in seen if "[" in v and "/" in v]
     assert len(bars) >= len([n for n in graph.nodes if n.op not in ("input", "output")]) // 2, seen[:3]
-    assert "ops simulated in" in " ".join(seen)
-    assert "ops simulated" not in capsys.readouterr().err      # not on the terminal as well
+    assert "device ops simulated" in " ".join(seen)
+    assert "device ops simulated" not in capsys.readouterr().err      # not on the terminal as well
 
 
 @pytest.mark.parametrize("which", ["captured", "optimized", "resnet18"])
