@@ -70,11 +70,10 @@ def main(args: argparse.Namespace) -> int:
     out_dir, out, feedback = _outputs(args)
     for folder in (out_dir, feedback, out.parent):
         folder.mkdir(parents=True, exist_ok=True)
-    hide = tuple(str(p.resolve()) for p in {out_dir, feedback, out.parent, *([Path(args.keep)] if args.keep else [])})
     if args.keep:
         Path(args.keep).mkdir(parents=True, exist_ok=True)
     options = Options(cell_timeout=args.timeout, notebook_timeout=args.notebook_timeout, seed=args.seed,
-                      limits=Limits(memory=int(args.memory_limit * 2**30)), hide=hide, keep=args.keep)
+                      limits=Limits(memory=int(args.memory_limit * 2**30)), keep=args.keep)
     problems: list[str] = []
     try:
         run = GradingRun(root, options, isolation=args.isolation, problems=problems,
