@@ -84,9 +84,9 @@ class GradingRun:
         pool.shutdown()
         return [g for g in grades if g is not None]
 
-    def grade_on_cluster(self, paths: Iterable[Path], scheduler,
-                         progress: Callable[[Grade], None] | None = None) -> list[Grade]:
+    def grade_on_cluster(self, paths: Iterable[Path], scheduler, progress: Callable[[Grade], None] | None = None,
+                         security=None) -> list[Grade]:
         """Grade ``paths`` as tasks of the Dask cluster at ``scheduler`` (see :mod:`.cluster`)."""
         from .cluster import grade_on_cluster
 
-        return grade_on_cluster(self, list(paths), scheduler, progress)
+        return grade_on_cluster(self, list(paths), scheduler, progress, security)

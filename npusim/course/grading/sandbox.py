@@ -318,8 +318,22 @@ class Sandbox:
         """What the audit hook reported the kernel tried against the course (``write npusim/...``)."""
         return self.audit.close()
 
+    def end_processes(self) -> None:
+        """End the kernel's PID namespace (every process the submission started, in any session or group)."""
+        from .processes import end_namespace
+
+        try:
+            ns = json.loads((self.grader / "namespace.json").read_text(encoding="utf-8"))["ns"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return          # the kernel never started
+        if ns != os.readlink("/proc/self/ns/pid"):
+            end_namespace(ns)
+
     def close(self) -> None:
-        """Stop the audit socket, delete ``base/`` (never following a link) and give the user id back."""
+        """End the kernel's namespace, stop the audit socket, delete ``base/`` (never following a link) and
+        give the user id back."""
+        if hasattr(self, "grader"):
+            self.end_processes()
         if hasattr(self, "audit"):
             self.audit.close()
         remove_tree(self.base)

@@ -33,6 +33,7 @@ class Grade:
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)     # for the learner (restored checks, cut output...)
     flags: list[str] = field(default_factory=list)     # for the instructor: edited/moved/forged checks...
+    sources: dict[str, str] = field(default_factory=dict)   # the lab's code cells as handed in (by cell id)
     seconds: float = 0.0
 
     @property

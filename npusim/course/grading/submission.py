@@ -87,6 +87,9 @@ def _grade_into(grade: Grade, path: Path, data: bytes | None, labs: dict[str, La
         grade.reasons.append(f"the file name names {by_name.name} but the cells are those of {lab.name}")
         grade.flags.append("name mismatch")
     grade.lab, grade.learner, grade.max_points = lab.name, learner_name(path, lab.name), lab.max_points
+    ids = set(lab.cell_ids) - lab.check_ids
+    grade.sources = {c["id"]: c.get("source", "") for c in nb.cells
+                     if c.get("cell_type") == "code" and c.get("id") in ids}
     restored = restore_checks(nb, lab)
     grade.notes.extend(restored.notes)
     grade.reasons.extend(restored.notes)
