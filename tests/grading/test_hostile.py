@@ -22,6 +22,7 @@ import pytest
 from fabricate import ROOT, write
 from hostile import EXPECTED, LAB, SOLVED, _after, _lab, canary, corpus, course, state
 from npusim.cli import main as cli
+from npusim.course.grading.throughput import cluster_security, make_certificates
 
 pytestmark = [pytest.mark.grading, pytest.mark.slow,
               pytest.mark.skipif(not (hasattr(os, "geteuid") and os.geteuid() == 0),
@@ -108,9 +109,12 @@ def test_every_mark_and_status_is_exact(local, setting):
 
 def test_only_copies_are_flagged_and_the_pair_is_named(local):
     rows = local["rows"]
-    for learner in ("bob", "nina", "dora", "ivy"):
+    for learner in ("bob", "nina", "sid", "abe"):
         assert "similar" not in rows[learner]["flags"], rows[learner]
-    assert "pat" not in rows["alice"]["flags"] and "the reference" not in rows["pat"]["flags"]
+    for learner in ("alice", "dora", "hank"):      # the reference itself: flagged as that, not as a pair
+        flags = rows[learner]["flags"]
+        assert flags.count("the reference answer") == 2 and "alice (" not in flags and "dora (" not in flags
+    assert "the reference" not in rows["pat"]["flags"] and "similar 97_tru-double" not in rows["ivy"]["flags"]
     summary = (local["out"] / "summary.csv").read_text(encoding="utf-8")
     assert "similar 97_tru-double: 100% quinn" in summary
 
@@ -142,30 +146,11 @@ def test_kept_results_are_the_graders_files_only(local, setting):
     assert "junit.xml" in kept and "cells.jsonl" in kept and not any("trap" in k for k in kept)
 
 
-def _certificates(folder: Path) -> dict[str, str]:
-    """A CA and one certificate for every endpoint (openssl), readable by this user alone."""
-    folder.mkdir(mode=0o700)
-    ca, key, cert = folder / "ca.pem", folder / "key.pem", folder / "cert.pem"
-    run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True)  # noqa: E731
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=npusim test CA",
-        "-keyout", str(folder / "ca-key.pem"), "-out", str(ca))
-    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=npusim grading", "-keyout", str(key),
-        "-out", str(folder / "req.pem"))
-    run("x509", "-req", "-in", str(folder / "req.pem"), "-CA", str(ca), "-CAkey", str(folder / "ca-key.pem"),
-        "-CAcreateserial", "-days", "2", "-out", str(cert))
-    for p in folder.iterdir():
-        p.chmod(0o600)
-    return {"ca": str(ca), "cert": str(cert), "key": str(key)}
-
-
 def test_a_tls_dask_cluster_gives_the_same_marks(setting, local):
     from distributed import LocalCluster
-    from distributed.security import Security
 
-    tls = _certificates(setting["base"] / "tls")
-    sec = Security(tls_ca_file=tls["ca"], tls_client_cert=tls["cert"], tls_client_key=tls["key"],
-                   tls_scheduler_cert=tls["cert"], tls_scheduler_key=tls["key"], tls_worker_cert=tls["cert"],
-                   tls_worker_key=tls["key"], require_encryption=True)
+    tls = make_certificates(setting["base"] / "tls")
+    sec = cluster_security(tls)
     os.environ["TMPDIR"] = str(setting["tmp"])      # the workers' sandboxes go there too
     try:
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tls", security=sec,

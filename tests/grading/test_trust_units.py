@@ -114,3 +114,16 @@ def test_the_forging_watch_notices_replaced_checks_and_seeds():
     assert "npusim.checks.peak_tflops was replaced" in got["attr"][1]
     assert "the code of npusim.checks._core.passed was replaced" in got["code"][1]
     assert got["seed"][1] == "NPUSIM_CHECK_SEED was changed"
+
+
+def test_workers_never_get_the_solutions(tmp_path):
+    """What a Dask worker is sent: the package, no solutions; a task given solutions refuses to run."""
+    from npusim.course.grading.cluster import grade_task
+    from npusim.course.grading.snapshot import Snapshot
+    from npusim.course.grading.submission import Options
+
+    snap = Snapshot.take(ROOT)
+    assert snap.solutions and snap.for_workers().solutions == {}
+    assert snap.for_workers().package is snap.package
+    with pytest.raises(RuntimeError, match="solutions"):
+        grade_task("x.ipynb", b"{}", snap, {}, "auto", Options())

@@ -90,7 +90,7 @@ def new_root(new_root: str, read_only: list, writable: list) -> None:
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("npusim-root", new_root, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755,size=16m")
     _mkdirs(new_root + "/proc")
-    _mount("proc", new_root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    _mount("proc", new_root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_RDONLY)
     _mkdirs(new_root + "/dev")
     _mount("npusim-dev", new_root + "/dev", "tmpfs", _MS_NOSUID | _MS_NOEXEC, "mode=755,size=64k")
     for name in _DEVICES:

@@ -6,7 +6,8 @@ gone, and every name the code binds (variables, arguments, its own functions and
 order of first use, so renaming and re-commenting do not hide a copy; the attributes and library names it
 uses stay. Two cells are near when :class:`difflib.SequenceMatcher` finds at least ``threshold`` of their
 token streams in common. Cells left as the lab gave them, and exercises too short to tell a copy from
-the one natural answer (fewer than ``min_tokens`` tokens in the reference), are not compared.
+the one natural answer (fewer than ``min_tokens`` normalised tokens, in the reference or in the learner's
+cell), are not compared; two submissions that are both nearly the reference are flagged for that alone.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .labs import Lab
 from .scoring import Grade
 
 THRESHOLD = 0.9
-MIN_TOKENS = 60
+MIN_TOKENS = 150                      # about five lines of code
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -104,14 +105,19 @@ def flag_similar(grades: Iterable[Grade], labs: dict[str, Lab], solutions: dict[
             ref = fingerprint(reference)
             if len(ref) < min_tokens:
                 continue
-            mine = [(g, fingerprint(g.sources[cid])) for g in grades
-                    if g.lab == name and g.sources.get(cid, template).strip() != template.strip()]
+            mine = [(g, fp) for g in grades
+                    if g.lab == name and g.sources.get(cid, template).strip() != template.strip()
+                    and len(fp := fingerprint(g.sources[cid])) >= min_tokens]
+            like_ref = set()
             for g, fp in mine:
                 if (share := similarity(fp, ref)) >= threshold:
                     g.flags.append(f"similar {cid}: {share:.0%} the reference answer")
+                    like_ref.add(id(g))
                     added += 1
             for i, (g, fp) in enumerate(mine):
                 for h, other in mine[i + 1:]:
+                    if {id(g), id(h)} <= like_ref:
+                        continue        # both copied the reference: that is their flag
                     if g.learner != h.learner and (share := similarity(fp, other)) >= threshold:
                         g.flags.append(f"similar {cid}: {share:.0%} {h.learner} ({h.path.name})")
                         h.flags.append(f"similar {cid}: {share:.0%} {g.learner} ({g.path.name})")
