@@ -249,10 +249,9 @@ def test_unreadable_submissions_still_get_a_row(tmp_path):
 
 
 def _left_behind(sandboxes) -> list[int]:
-    """Processes still running that carry one of these submissions' sandbox tokens in their environment.
-    Only this run's sandboxes count: other grading runs may be going on on the same machine (and may reuse
-    a user id once this run has released it)."""
-    needles = [f"NPUSIM_GRADE_TOKEN={sb.token}".encode() for sb in sandboxes]
+    """Processes still running whose environment names one of these submissions' homes. Only this run's
+    sandboxes count: other grading runs may be going on on the same machine."""
+    needles = [f"HOME={sb.home}".encode() for sb in sandboxes]
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:

@@ -1,14 +1,11 @@
 """The grader's parts without a kernel: gradebook escaping and names, the summary, statuses after a hang,
-check cells moved or forged, snapshot hashes, the audit hook, isolation choice."""
+check cells moved or forged, snapshot hashes, isolation choice (the sandbox's parts: test_trust_units)."""
 
 from __future__ import annotations
 
 import copy
 import csv
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -64,7 +61,8 @@ def test_summary_takes_each_learners_best_and_lists_what_needs_a_look(labs):
     ann, ben = rows
     assert ann[:6] == ["ann", "2", "0", "2", "5", "2"]  # lab 00 has 2 checks, lab 01 has 3
     assert "01_vector_add: timeout" in ann[6] and "00_tour: 2 files" in ann[6]
-    assert ben[:6] == ["ben", "", "2", "2", "5", "1"] and ben[6] == "01_vector_add: edited check-vector-add"
+    # the maximum counts the labs each learner handed in: ben handed in lab 01 only
+    assert ben[:6] == ["ben", "", "2", "2", "3", "1"] and ben[6] == "01_vector_add: edited check-vector-add"
 
 
 def test_a_hang_that_kills_the_kernel_is_a_timeout_of_the_hanging_cell(labs):
@@ -136,31 +134,11 @@ def test_snapshot_finds_what_changed_in_a_copy_and_in_the_course(tmp_path):
     assert len(snap.restore_course()) == 2 and snap.course_changes() == []
 
 
-def test_the_audit_hook_records_attempts_on_protected_folders(tmp_path):
-    guarded = tmp_path / "guarded"
-    guarded.mkdir()
-    (guarded / "f.py").write_text("x")
-    log = tmp_path / "audit.jsonl"
-    code = (f"import os, shutil, subprocess\n"
-            f"open({str(guarded / 'new.py')!r}, 'w').close()\n"
-            f"os.rename({str(guarded / 'f.py')!r}, {str(guarded / 'g.py')!r})\n"
-            f"open({str(guarded / 'g.py')!r}).read()\n"          # reading is no attempt
-            f"open({str(tmp_path / 'elsewhere.txt')!r}, 'w').close()\n"
-            f"subprocess.run(['true', {str(guarded)!r}])\n")
-    spec = {"log": str(log), "protect": {str(guarded): "g:"}, "watch": [str(guarded)]}
-    audit = ROOT / "npusim" / "course" / "grading" / "audit.py"
-    subprocess.run([sys.executable, "-c", f"exec(open({str(audit)!r}).read()); install_from_env()\n{code}"],
-                   env={**os.environ, "NPUSIM_GRADE_AUDIT": json.dumps(spec)}, check=True)
-    actions = [(r["action"], r["target"].split(":", 1)[1][:20]) for r in map(json.loads, log.read_text().splitlines())]
-    assert actions[:3] == [("write", "new.py"), ("rename", "f.py"), ("rename", "g.py")]
-    assert [a for a, _ in actions[3:]] == ["run a command on"] and "true" in actions[3][1]
-
-
 def test_isolation_choice():
     with pytest.raises(ValueError, match="--isolation must be"):
         choose_isolation("docker")
     iso = choose_isolation("copy")
-    assert iso.name == "copy" and "hashes" in iso.describe()
+    assert iso.name == "copy" and "network namespace (loopback only)" in iso.describe()
     if os.geteuid() != 0:
         with pytest.raises(ValueError, match="needs root"):
             choose_isolation("user")

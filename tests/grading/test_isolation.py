@@ -1,6 +1,7 @@
-"""Isolation per submission: tampering submissions graded in one call between honest ones cannot change
-anyone else's marks, are flagged ``tampered``, leave the course intact and leave no process behind; the
-same on a local Dask cluster; the seed and strict mode reach every kernel."""
+"""Isolation per submission on the real labs: tampering submissions graded in one call between honest ones
+cannot change anyone else's marks, are flagged ``tampered``, leave the course intact and leave no process
+behind, as root and in copy isolation; the seed and strict mode reach every kernel; a loop that ignores
+interrupts is stopped. (The hostile corpus, Dask over TLS and concurrent graders: test_hostile.py.)"""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def _assert_class(result, setting, expected=CLASS):
         assert (row["lab"], int(row["total"]), row["status"]) == (lab_name, total, status), (learner, row)
     assert _tree_hash(setting["course"]) == setting["hash"], "the course folder changed"
     assert _left_behind(setting["tmp"]) == [], "a process of a submission outlived the grading"
-    assert [p.name for p in setting["tmp"].iterdir() if p.name != "npusim-grade-uids"] == [], "sandboxes left"
+    assert [p.name for p in setting["tmp"].iterdir()] == [], "sandboxes left"
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +126,7 @@ def test_tamperers_cannot_change_anyone_elses_marks(local, setting):
 
 @pytest.mark.skipif(not ROOT_USER, reason="user isolation needs root (CI and this machine run as root)")
 def test_as_root_each_submission_runs_as_its_own_user(local):
-    assert local["run"]["isolation"].startswith("each submission as a user id of its own")
+    assert local["run"]["isolation"].startswith("each submission's kernel as a user id of its own")
     assert "PID namespace" in local["stdout"] and local["run"]["course_repairs"] == []
     # nothing reached the course: every attempt was refused, so nothing was changed
     assert all("tampered" not in r["flags"].split("; ") for r in local["rows"].values())
@@ -145,40 +146,21 @@ def test_summary_per_learner(local):
     by = {r["learner"]: r for r in rows}
     assert sorted(by) == sorted(CLASS, key=str.casefold)
     assert (by["dave"]["01_vector_add"], by["dave"]["00_tour"], by["dave"]["total"]) == ("3", "", "3")
-    assert by["dave"]["max"] == "6"                         # 01 (3) + 00 (2) + 98 (1)
-    assert "00_tour: tampered" in by["oscar"]["review"] and by["alice"]["review"] == ""
+    assert by["dave"]["max"] == "3"                         # the labs dave handed in: 01 (3)
+    assert "00_tour: tampered" in by["oscar"]["review"] and "tampered" not in by["alice"]["review"]
     assert "| mallory |" in (local["out"] / "summary.md").read_text(encoding="utf-8")
 
 
-def test_copies_and_hashes_catch_what_the_operating_system_would_let_through(setting):
-    """``--isolation copy`` (what a non-root grader gets): the tamperers really change their copy and the
-    course folder; hashes catch it, the course is restored, the next submissions get intact copies."""
-    result = _grade(setting, "copy", "--isolation", "copy", "--jobs", "1")
+def test_copy_isolation_refuses_the_same_attacks(setting):
+    """``--isolation copy`` (what a non-root grader gets): the kernel is root of a user namespace without
+    capabilities, on read-only mounts: every attack is refused and reported, nothing needs repairing."""
+    result = _grade(setting, "copy", "--isolation", "copy", "--jobs", "2")
     _assert_class(result, setting)
     rows = result["rows"]
     for name in ATTACKS:
-        assert "tampered" in rows[name]["flags"].split("; "), rows[name]
-    assert "added npusim/checks/lab01_zfake.py" in rows["oscar"]["reason"]
-    assert "deleted solutions/01_vector_add.ipynb in the course folder" in rows["mallory"]["reason"]
-    assert result["run"]["course_repairs"] and "restored" in result["stderr"]
-    assert (result["out"] / "course-changes" / "npusim" / "checks" / "lab01_zfake.py").is_file(), "kept, not lost"
-    assert isinstance(result["run"]["seed"], int), "a fresh seed, recorded"
-
-
-def test_a_local_dask_cluster_gives_the_same_gradebook(setting, local):
-    import distributed   # in the test extra: this must run, not skip
-    os.environ["TMPDIR"] = str(setting["tmp"])      # the workers' sandboxes go there too
-    try:
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                      dashboard_address=None) as cluster:
-            result = _grade(setting, "dask", "--scheduler", cluster.scheduler_address, "--seed", "4321")
-    finally:
-        del os.environ["TMPDIR"]
-    _assert_class(result, setting)
-    keep = ["lab", "total", "status", "flags", "check-vector-add", "check-vector-add-fast", "check-peak-tflops"]
-    assert ({k: {c: r[c] for c in keep} for k, r in result["rows"].items()}
-            == {k: {c: r[c] for c in keep} for k, r in local["rows"].items()})
-    assert result["run"]["backend"].startswith("dask")
+        assert "tamper attempt" in rows[name]["flags"] and "tampered" not in rows[name]["flags"].split("; ")
+    assert "tried to write npusim/checks/lab01_zfake.py" in rows["oscar"]["reason"]
+    assert result["run"]["course_repairs"] == [] and isinstance(result["run"]["seed"], int)
 
 
 def test_a_detached_process_and_a_loop_ignoring_interrupts(setting):

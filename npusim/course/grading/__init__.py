@@ -1,22 +1,24 @@
 """``npusim grade``: mark learner notebooks against the course's check cells, each submission isolated.
 
-For each grading run the grader reads the course once (:mod:`.snapshot`: ``npusim/`` with its checks and
-this grader's pytest plugin, and ``solutions/``) and hashes it. For each submission it
+For each grading run the grader reads the course once (:mod:`.snapshot`: ``npusim/`` with its checks, and
+``solutions/``) and hashes it. For each submission it
 
 1. reads the file (never writes it) and tells its lab from its cell ids, else its file name
    (:mod:`.submissions`);
 2. restores every check cell to the canonical one, after its exercise, whether edited, moved or deleted,
    and flags forged ones (:mod:`.restore`);
-3. runs that copy under nbval in a sandbox of its own (:mod:`.sandbox`, :mod:`.nbval_run`): a fresh
-   read-only copy of the package first on ``PYTHONPATH`` (so ``--root`` decides which checks run), its own
-   user id when the grader is root, its own PID namespace where ``unshare`` works, resource limits, a
-   small environment with ``NPUSIM_STRICT=1`` and the run's ``NPUSIM_CHECK_SEED``;
-4. verifies the copy's hashes and the course folder, and reads what the audit hook (:mod:`.audit`) saw:
-   a submission that changed or tried to change the course is ``tampered``;
+3. runs that copy under nbval on the grader's side (:mod:`.nbval_run`, :mod:`.plugin`), with only the
+   notebook's kernel in the submission's sandbox (:mod:`.sandbox`, :mod:`.jail`): its own network, PID
+   and mount namespaces, a new root holding the system, Python and a read-only copy of the package (no
+   solutions, no course, no other submission), its own user id when the grader is root, resource limits;
+4. verifies the copy's hashes, reads what the audit hook (:mod:`.audit`) sent to the grader, and what the
+   kernel said after each cell about the checks and the seed (:mod:`.integrity`): ``tampered``,
+   ``forged`` from the cell named;
 5. scores each check from its cell's result and ``PASSED`` line (:mod:`.scoring`).
 
-Submissions run on local threads (``--jobs``) or as Dask tasks (:mod:`.cluster`, ``--scheduler``); the
-outputs are the gradebook, a per-learner summary, feedback files and a run record (:mod:`.gradebook`).
+Submissions run on local threads (``--jobs``) or as Dask tasks over TLS (:mod:`.cluster`, ``--scheduler``);
+the outputs are the gradebook, a per-learner summary (with copying flagged, :mod:`.similarity`), feedback
+files and a run record (:mod:`.gradebook`).
 """
 
 from .engine import GradingRun

@@ -1,9 +1,10 @@
 """A record of attempts to change the course, kept inside a submission's Python processes.
 
-The grader writes this file as ``sitecustomize.py`` beside the submission's copy of ``npusim``; Python runs
-it at start-up in the grading pytest, the kernel and any Python the learner's code starts, before any of
-the learner's code. With ``NPUSIM_GRADE_AUDIT`` set (JSON: ``{"log": FILE, "protect": {FOLDER: LABEL},
-"watch": [FOLDER...]}``) it adds an audit hook (PEP 578) that appends one JSON line to FILE for every write,
+The grader writes this file beside the submission's copy of ``npusim``; its ``sitecustomize`` (see
+``kernel_startup.py``) loads it at start-up in the kernel and any Python the learner's code starts, before
+any of the learner's code. With ``NPUSIM_GRADE_AUDIT`` set (JSON: ``{"socket": PATH, "protect": {FOLDER:
+LABEL}, "watch": [FOLDER...]}``) it adds an audit hook (PEP 578) that sends one JSON datagram to the
+grader's Unix socket PATH (the record is the grader's, out of the submission's reach) for every write,
 delete, rename or permission change aimed at a protected folder, and for every command that names a
 watched folder (the checks' package, the solutions), whether or not the operating system then refuses it. An audit hook cannot be removed, but code that calls the C library
 directly goes unseen: this reports casual attempts; the hashes the grader checks report what changed.
@@ -12,6 +13,7 @@ Standard library only (it runs before ``npusim`` could be imported).
 
 import json
 import os
+import socket
 import sys
 
 _WRITE = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
@@ -44,9 +46,9 @@ def _label(path, protect: dict) -> str | None:
     return None
 
 
-def install(log: str, protect: dict, watch: list = ()) -> None:
+def install(sock: str, protect: dict, watch: list = ()) -> None:
     """Add the hook: attempts on ``protect`` (``{folder: label}``) and commands naming a folder of
-    ``watch`` go to ``log`` as JSON lines."""
+    ``watch`` go to the Unix datagram socket ``sock`` as JSON."""
     protect = {os.path.realpath(k): v for k, v in protect.items()}
     watch = [os.path.realpath(w) for w in watch]
     busy = []
@@ -54,11 +56,8 @@ def install(log: str, protect: dict, watch: list = ()) -> None:
     def record(action: str, target: str) -> None:
         busy.append(1)
         try:
-            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, (json.dumps({"action": action, "target": target, "pid": os.getpid()}) + "\n").encode())
-            finally:
-                os.close(fd)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+                s.sendto(json.dumps({"action": action, "target": target, "pid": os.getpid()}).encode(), sock)
         except OSError:
             pass
         finally:
@@ -93,8 +92,4 @@ def install_from_env() -> None:
     spec = os.environ.get("NPUSIM_GRADE_AUDIT")
     if spec:
         cfg = json.loads(spec)
-        install(cfg["log"], cfg["protect"], cfg.get("watch", []))
-
-
-if __name__ == "sitecustomize":
-    install_from_env()
+        install(cfg["socket"], cfg["protect"], cfg.get("watch", []))

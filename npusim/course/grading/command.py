@@ -17,6 +17,7 @@ from .gradebook import fmt, write_feedback, write_gradebook, write_run_record, w
 from .labs import default_root
 from .sandbox import Limits
 from .scoring import Grade
+from .similarity import flag_similar
 from .submission import DEFAULT_CELL_TIMEOUT, Options
 from .submissions import expand
 
@@ -37,8 +38,11 @@ def add_arguments(g: argparse.ArgumentParser) -> None:
                    help="seconds the whole notebook may run (default: 3 x --timeout, at least 600)")
     g.add_argument("--jobs", type=int, default=1, help="submissions graded at once on this machine (default: 1)")
     g.add_argument("--scheduler", metavar="ADDRESS",
-                   help="grade on this Dask cluster instead (e.g. tcp://host:8786; needs .[grade-dask] here "
-                        "and on the workers); --jobs is then ignored")
+                   help="grade on this Dask cluster instead (tls://host:8786, with the three --tls-* files; "
+                        "needs .[grade-dask] here and on the workers); --jobs is then ignored")
+    g.add_argument("--tls-ca-file", help="the cluster's CA certificate (PEM)")
+    g.add_argument("--tls-cert", help="the grader's certificate, signed by that CA (PEM)")
+    g.add_argument("--tls-key", help="the grader's private key (PEM; readable by the grader alone)")
     g.add_argument("--seed", type=int,
                    help="the checks' hidden seed (NPUSIM_CHECK_SEED); default: a fresh secret one, recorded "
                         "in OUT_DIR/run.json so that a re-grade can reproduce the marks")
@@ -66,15 +70,19 @@ def main(args: argparse.Namespace) -> int:
     except ImportError:
         print("npusim grade needs pytest and nbval: pip install -e '.[grade]'", file=sys.stderr)
         return 2
+    tls = [args.tls_ca_file, args.tls_cert, args.tls_key]
+    if args.scheduler and (not args.scheduler.startswith("tls://") or not all(tls)):
+        print("npusim grade: --scheduler needs a tls:// address and --tls-ca-file, --tls-cert and --tls-key "
+              "(a cluster without TLS accepts anyone who reaches its port; see the README)", file=sys.stderr)
+        return 2
     root = Path(args.root).resolve() if args.root else default_root()
     out_dir, out, feedback = _outputs(args)
     for folder in (out_dir, feedback, out.parent):
         folder.mkdir(parents=True, exist_ok=True)
-    hide = tuple(str(p.resolve()) for p in {out_dir, feedback, out.parent, *([Path(args.keep)] if args.keep else [])})
     if args.keep:
         Path(args.keep).mkdir(parents=True, exist_ok=True)
     options = Options(cell_timeout=args.timeout, notebook_timeout=args.notebook_timeout, seed=args.seed,
-                      limits=Limits(memory=int(args.memory_limit * 2**30)), hide=hide, keep=args.keep)
+                      limits=Limits(memory=int(args.memory_limit * 2**30)), keep=args.keep)
     problems: list[str] = []
     try:
         run = GradingRun(root, options, isolation=args.isolation, problems=problems,
@@ -103,10 +111,13 @@ def main(args: argparse.Namespace) -> int:
 
     started, t0 = datetime.datetime.now(datetime.timezone.utc), time.perf_counter()
     if args.scheduler:
-        grades = run.grade_on_cluster(paths, args.scheduler, progress)
+        from .cluster import security
+
+        grades = run.grade_on_cluster(paths, args.scheduler, progress, security(*tls))
     else:
         grades = run.grade_local(paths, args.jobs, progress)
     seconds = time.perf_counter() - t0
+    similar = flag_similar(grades, run.labs, run.snapshot.solutions)
     write_gradebook(grades, run.labs, out)
     write_summary(grades, run.labs, out_dir)
     files = write_feedback(grades, feedback)
@@ -119,7 +130,7 @@ def main(args: argparse.Namespace) -> int:
         "isolation": run.isolation.describe(), "course": str(root), "course_sha256": run.snapshot.digest,
         "checks_from": str(run.snapshot.package_dir), "course_repairs": run.course_repairs,
         "cell_timeout": args.timeout, "notebook_timeout": options.notebook_timeout,
-        "memory_limit_gib": args.memory_limit, "python": platform.python_version(),
+        "memory_limit_gib": args.memory_limit, "similar_flags": similar, "python": platform.python_version(),
         "gradebook": str(out), "feedback": str(feedback)})
     print(f"graded {len(grades)} submission(s) in {seconds:.1f} s ({per_minute:.1f} per minute) on {where}; "
           f"gradebook: {out}; summary and run record (seed): {out_dir}/; feedback: {len(files)} file(s) in "

@@ -14,7 +14,7 @@ from .labs import Lab, labs_from_solutions
 from .nbval_run import LIVE, LIVE_LOCK
 from .processes import kill_tree
 from .sandbox import Isolation, choose_isolation
-from .scoring import Grade, mark_tampered
+from .scoring import Grade
 from .snapshot import Snapshot
 from .submission import Options, grade_submission
 
@@ -37,8 +37,6 @@ class GradingRun:
         self.save_changes = save_changes        # where the versions of changed course files go before repair
         self._lock = threading.Lock()
         self._running: set[int] = set()
-        self._done: dict[int, Grade] = {}
-        self._pending: list[tuple[list[str], set[int]]] = []   # course changes not yet put on anyone
 
     # --- the course folder between submissions ---------------------------------------------------------
 
@@ -47,24 +45,13 @@ class GradingRun:
             self._running.add(index)
 
     def finished(self, index: int, grade: Grade) -> Grade:
-        """Check the course folder after submission ``index`` and repair it. A change is put on the
-        submissions that ran since the last check (with one job: exactly the one that made it); of those,
-        the ones already caught tampering take it alone."""
+        """Check the course folder after submission ``index`` and repair it. No kernel can see the course
+        (each runs on a root of its own), so a change is not put on any submission: it is reported and
+        undone, the versions found kept in ``save_changes``."""
         with self._lock:
             self._running.discard(index)
-            self._done[index] = grade
-            changes = self.snapshot.course_changes()
-            if changes:
+            if self.snapshot.course_changes():
                 self.course_repairs += self.snapshot.restore_course(self.save_changes)
-                self._pending.append((changes, {index, *self._running}))
-            settled = [p for p in self._pending if not (p[1] & self._running)]
-            self._pending = [p for p in self._pending if p[1] & self._running]
-        for changes, suspects in settled:
-            caught = [i for i in suspects if self._done[i].status == "tampered"] or sorted(suspects)
-            what = [f"{c} in the course folder" + ("" if len(caught) == 1 else
-                                                   f" (while {len(caught)} submissions ran)") for c in changes]
-            for i in caught:
-                mark_tampered(self._done[i], what, [])
         return grade
 
     # --- local threads ---------------------------------------------------------------------------------
@@ -97,9 +84,9 @@ class GradingRun:
         pool.shutdown()
         return [g for g in grades if g is not None]
 
-    def grade_on_cluster(self, paths: Iterable[Path], scheduler,
-                         progress: Callable[[Grade], None] | None = None) -> list[Grade]:
+    def grade_on_cluster(self, paths: Iterable[Path], scheduler, progress: Callable[[Grade], None] | None = None,
+                         security=None) -> list[Grade]:
         """Grade ``paths`` as tasks of the Dask cluster at ``scheduler`` (see :mod:`.cluster`)."""
         from .cluster import grade_on_cluster
 
-        return grade_on_cluster(self, list(paths), scheduler, progress)
+        return grade_on_cluster(self, list(paths), scheduler, progress, security)

@@ -64,12 +64,11 @@ def write_gradebook(grades: list[Grade], labs: dict[str, Lab], out: Path) -> Non
 
 def summary_rows(grades: list[Grade], labs: dict[str, Lab]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the per-learner summary: the best total per lab graded (blank: not submitted),
-    the total over those labs, its maximum, and what needs a look (statuses other than ``ok``, flags)."""
+    the total over those labs, its maximum (over the labs this learner handed in), and what needs a look (statuses other than ``ok``, flags)."""
     lab_names = [name for name in labs if any(g.lab == name for g in grades)]
     by_learner: dict[str, list[Grade]] = {}
     for g in grades:
         by_learner.setdefault(g.learner, []).append(g)
-    max_total = sum(labs[name].max_points for name in lab_names)
     rows = []
     for learner in sorted(by_learner, key=str.casefold):
         gs = by_learner[learner]
@@ -84,6 +83,7 @@ def summary_rows(grades: list[Grade], labs: dict[str, Lab]) -> tuple[list[str], 
         review += [f"{name}: {n} files" for name in lab_names
                    if (n := sum(g.lab == name for g in gs)) > 1]
         total = sum(g.total for g in best.values())
+        max_total = sum(labs[name].max_points for name in best)      # the labs this learner handed in
         rows.append([learner, *[fmt(best[n].total) if n in best else "" for n in lab_names], fmt(total),
                      fmt(max_total), str(len(best)), "; ".join(review)])
     return ["learner", *lab_names, "total", "max", "labs", "review"], rows

@@ -1,4 +1,5 @@
-"""Running one restored notebook under nbval in its sandbox, and reading back what each cell did.
+"""Running one restored notebook under nbval, on the grader's side, with its kernel in the submission's
+sandbox, and reading back what each cell did.
 
 nbval (``python -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=T``) names its items
 ``Cell N``, counting code cells from 0; the junit XML gives each item's outcome and the grader's plugin
@@ -35,6 +36,7 @@ class CellRun:
     passed_line: str | None = ""        # None: this nbval does not expose the cell's output (trust junit)
     output_chars: int = 0
     output_capped: bool = False
+    forged: str | None = None           # what the kernel said changed in the checks or the seed after it
 
 
 @dataclass
@@ -92,9 +94,10 @@ def read_log(path: Path) -> dict[int, dict]:
 
 def run_nbval(nb_path: Path, box: Sandbox, *, cell_timeout: float, notebook_timeout: float,
               output_cap: int = DEFAULT_OUTPUT_CAP) -> RunResult:
-    """Run ``nb_path`` (inside ``box.home``) under nbval in ``box`` and collect per-cell results."""
-    out = box.home / "out"
-    junit, log, console = out / "junit.xml", out / "cells.jsonl", box.base / "pytest.log"
+    """Run ``nb_path`` (inside ``box.grader``) under nbval, its kernel in ``box``; collect per-cell results.
+    pytest and every result file are the grader's: the kernel can neither see nor touch them."""
+    out = box.grader
+    junit, log, console = out / "junit.xml", out / "cells.jsonl", out / "pytest.log"
     ini = out / "pytest.ini"
     ini.write_text("[pytest]\n", encoding="utf-8")
     argv = [*PYTHON, "-m", "pytest", nb_path.name,
@@ -102,11 +105,11 @@ def run_nbval(nb_path: Path, box: Sandbox, *, cell_timeout: float, notebook_time
             "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout:g}",
             "-p", "no:cacheprovider", "-c", str(ini), "--rootdir", str(nb_path.parent),
             f"--junitxml={junit}", f"--npusim-grade-log={log}", f"--npusim-output-cap={output_cap}",
+            f"--npusim-sandbox={box.kernel_spec()}",
             "-q", "--color=no", "-W", "ignore::DeprecationWarning"]
-    box.hand_over()
     with open(console, "wb") as sink:
-        proc = subprocess.Popen(box.command(argv), cwd=nb_path.parent, stdout=sink, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=box.env, start_new_session=True)
+        proc = subprocess.Popen(argv, cwd=nb_path.parent, stdout=sink, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=box.pytest_env(), start_new_session=True)
         with LIVE_LOCK:
             LIVE.add(proc)
         overrun = False
@@ -115,8 +118,9 @@ def run_nbval(nb_path: Path, box: Sandbox, *, cell_timeout: float, notebook_time
         except subprocess.TimeoutExpired:
             overrun = True
         finally:
-            kill_tree(proc)     # also after a normal exit: whatever is left in its process group
-            box.end_processes()
+            # also after a normal exit: the kernel's unshare and below it the kernel, the first process of
+            # the submission's PID namespace, whose end ends every process of that namespace
+            kill_tree(proc)
             with LIVE_LOCK:
                 LIVE.discard(proc)
     try:
@@ -136,6 +140,6 @@ def run_nbval(nb_path: Path, box: Sandbox, *, cell_timeout: float, notebook_time
             outcome = "failed" if rec.get("raised") else "passed"
         cells[n] = CellRun(n, outcome, rec.get("ename", ""), rec.get("evalue", ""), bool(rec.get("timeout")),
                            bool(rec.get("kernel_died")), bool(rec.get("kernel_dead")), rec.get("passed_line", ""),
-                           int(rec.get("output_chars", 0)), bool(rec.get("output_capped")))
+                           int(rec.get("output_chars", 0)), bool(rec.get("output_capped")), rec.get("forged"))
     return RunResult(cells, overrun, None if overrun else proc.returncode, ANSI.sub("", tail),
                      outcomes is not None, len(records))

@@ -1,4 +1,4 @@
-"""The processes of a submission, found through ``/proc``: by ancestry, by user id, by environment token."""
+"""The processes of a submission, found through ``/proc``: by ancestry and by PID namespace."""
 
 from __future__ import annotations
 
@@ -70,19 +70,32 @@ def kill_tree(proc: subprocess.Popen) -> None:
         pass
 
 
+def children_of(pid: int) -> list[int]:
+    """The direct children of ``pid``."""
+    return _children().get(pid, [])
+
+
 def processes_of_user(uid: int) -> list[int]:
     """Processes whose real, effective or saved user id is ``uid``."""
     return [int(entry.name) for entry in Path("/proc").glob("[0-9]*") if uid in _uids(entry)[:3]]
 
 
-def processes_with_token(token: str) -> list[int]:
-    """Processes of this user whose environment holds ``NPUSIM_GRADE_TOKEN=token``."""
-    needle = f"NPUSIM_GRADE_TOKEN={token}".encode()
+def in_namespace(ns: str) -> list[int]:
+    """Processes in the PID namespace ``ns`` (``pid:[inode]``, as ``/proc/PID/ns/pid`` reads)."""
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
-            if needle in (entry / "environ").read_bytes().split(b"\0"):
+            if os.readlink(entry / "ns" / "pid") == ns:
                 found.append(int(entry.name))
         except OSError:
             continue
     return found
+
+
+def end_namespace(ns: str) -> None:
+    """SIGKILL every process of the PID namespace ``ns`` (its first one first: that alone ends the rest)."""
+    for _ in range(3):
+        pids = in_namespace(ns)
+        if not pids:
+            return
+        kill(pids)

@@ -62,7 +62,7 @@ def restore_checks(nb, lab: Lab) -> Restored:
     for cid in _forgeries(out, lab):
         res.flags.append(f"forged {cid}")
         res.notes.append(f"the cell `{cid}` looks like a check or prints a check's PASSED line; it ran as an "
-                         f"ordinary cell and scores nothing")
+                         f"ordinary cell (a PASSED line counts only from the lab's own check cells)")
     if not any(c.get("id") for c in out.cells):
         res.notes.append("the notebook has no cell ids (saved by an old Jupyter?), so its check cells could not "
                          "be matched: the lab's checks were added at its end")

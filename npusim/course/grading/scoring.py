@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .labs import Lab
-from .nbval_run import RunResult
+from .nbval_run import CellRun, RunResult
 from .plugin import DEFAULT_OUTPUT_CAP, clip
 
 
@@ -33,6 +33,7 @@ class Grade:
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)     # for the learner (restored checks, cut output...)
     flags: list[str] = field(default_factory=list)     # for the instructor: edited/moved/forged checks...
+    sources: dict[str, str] = field(default_factory=dict)   # the lab's code cells as handed in (by cell id)
     seconds: float = 0.0
 
     @property
@@ -55,7 +56,12 @@ def _describe_cell(number: int, cells: list) -> str:
     if number >= len(code):
         return f"code cell {number}"
     cell = code[number]
-    return f"code cell {number} (id {cell.get('id', '?')}: `{_first_line(cell.get('source', ''))}`)"
+    return f"code cell {number} (In [{number + 1}], id {cell.get('id', '?')}: `{_first_line(cell.get('source', ''))}`)"
+
+
+def first_forged(run: RunResult) -> CellRun | None:
+    """The first cell after which the kernel reported the checks or the seed changed."""
+    return next((run.cells[n] for n in sorted(run.cells) if run.cells[n].forged), None)
 
 
 def score(lab: Lab, nb, run: RunResult, cell_timeout: float, notebook_timeout: float,
@@ -93,6 +99,14 @@ def score(lab: Lab, nb, run: RunResult, cell_timeout: float, notebook_timeout: f
             notes.append(note)
     if status in ("kernel-died", "timeout", "notebook-timeout"):
         notes.append(reasons[0])
+    forged = first_forged(run)
+    if forged is not None:
+        status = "forged"
+        where = _describe_cell(forged.number, nb.cells)
+        reasons.insert(0, f"after {where} the checks or the seed were not as imported ({forged.forged}); every "
+                          f"mark from that cell on is withheld")
+        notes.append(f"after {where} the course's checks or their hidden seed had been changed from inside the "
+                     f"notebook, so no check from there on was scored; your instructor will look at it")
 
     results = []
     for spec in lab.checks:
@@ -125,6 +139,9 @@ def score(lab: Lab, nb, run: RunResult, cell_timeout: float, notebook_timeout: f
                           if cell.ename == "NameError" else ""))
         else:
             message = "did not pass: " + ("the kernel had stopped" if dead is not None else "the cell failed")
+        if forged is not None and number is not None and number >= forged.number:
+            points, message = 0.0, (f"withheld: the checks or their seed were changed from inside the notebook "
+                                    f"at In [{forged.number + 1}]")
         results.append(CheckResult(spec.id, points, spec.points, message))
     return results, status, reasons, notes
 

@@ -12,7 +12,10 @@ from pathlib import Path
 
 _SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 _SKIP_SUFFIXES = (".pyc", ".pyo")
-AUDIT_MODULE = "npusim/course/grading/audit.py"
+_HERE = Path(__file__).resolve().parent
+# the kernel's start-up code: the grader's own files, whatever the graded course holds
+KERNEL_SIDE = {"sitecustomize.py": "kernel_startup.py", "_npusim_grade_audit.py": "audit.py",
+               "_npusim_grade_integrity.py": "integrity.py"}
 
 
 def _sha(data: bytes) -> str:
@@ -33,16 +36,22 @@ def _read_tree(folder: Path, prefix: str) -> dict[str, bytes]:
 
 
 def remove_tree(path: Path) -> None:
-    """Delete ``path`` even where it was made read-only."""
-    if not path.exists():
+    """Delete ``path`` even where it was made read-only, never following a symbolic link: a link a
+    submission planted is removed itself, whatever it points at (its target is never chmod-ed or entered)."""
+    path = Path(path)
+    if os.path.islink(path):
+        os.unlink(path)
         return
-    for dirpath, dirnames, _ in os.walk(path):
+    if not path.is_dir():
+        return
+    for dirpath, dirnames, _ in os.walk(path, followlinks=False):
         for d in [dirpath, *(os.path.join(dirpath, n) for n in dirnames)]:
             try:
-                os.chmod(d, stat.S_IRWXU)
+                if not os.path.islink(d):
+                    os.chmod(d, stat.S_IRWXU)
             except OSError:
                 pass
-    shutil.rmtree(path, ignore_errors=True)
+    shutil.rmtree(path, ignore_errors=True)   # rmtree itself unlinks links and never descends into them
 
 
 @dataclass
@@ -51,7 +60,7 @@ class Snapshot:
 
     root: Path                          # the course graded (``--root``)
     package_dir: Path                   # where ``npusim`` was read from (``root/npusim`` when it has one)
-    package: dict[str, bytes]           # "npusim/..." -> bytes, plus "sitecustomize.py" (the audit hook)
+    package: dict[str, bytes]           # "npusim/..." -> bytes, plus the kernel's start-up (KERNEL_SIDE)
     solutions: dict[str, bytes]         # "03_matmul.ipynb" -> bytes
     hashes: dict[str, str] = field(default_factory=dict)
 
@@ -65,11 +74,15 @@ class Snapshot:
 
             package_dir = Path(npusim.__file__).resolve().parent
         package = _read_tree(package_dir, "npusim")
-        package["sitecustomize.py"] = package.get(AUDIT_MODULE) or (Path(__file__).parent / "audit.py").read_bytes()
+        package.update({name: (_HERE / source).read_bytes() for name, source in KERNEL_SIDE.items()})
         solutions = {p.name: p.read_bytes() for p in sorted((root / "solutions").glob("*.ipynb"))}
         snap = cls(root, package_dir, package, solutions)
         snap.hashes = {k: _sha(v) for k, v in package.items()}
         return snap
+
+    def for_workers(self) -> "Snapshot":
+        """This snapshot without ``solutions/`` (what a Dask worker gets: it grades by check id)."""
+        return Snapshot(self.root, self.package_dir, self.package, {}, self.hashes)
 
     @property
     def digest(self) -> str:

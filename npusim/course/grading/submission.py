@@ -16,7 +16,7 @@ from .nbval_run import run_nbval
 from .plugin import DEFAULT_OUTPUT_CAP, clip
 from .restore import restore_checks
 from .sandbox import Isolation, Limits, Sandbox
-from .scoring import Grade, empty_checks, mark_tampered, score
+from .scoring import Grade, empty_checks, first_forged, mark_tampered, score
 from .snapshot import Snapshot
 from .submissions import lab_from_ids, lab_from_name, learner_name, parse_notebook
 
@@ -38,7 +38,6 @@ class Options:
     output_cap: int = DEFAULT_OUTPUT_CAP
     seed: int | None = None             # NPUSIM_CHECK_SEED of every kernel (None: a fresh secret one per run)
     limits: Limits = field(default_factory=Limits)
-    hide: tuple[str, ...] = ()          # folders no submission may read (the outputs)
     keep: str | None = None             # (debugging) keep each restored notebook and raw results here
 
 
@@ -88,33 +87,44 @@ def _grade_into(grade: Grade, path: Path, data: bytes | None, labs: dict[str, La
         grade.reasons.append(f"the file name names {by_name.name} but the cells are those of {lab.name}")
         grade.flags.append("name mismatch")
     grade.lab, grade.learner, grade.max_points = lab.name, learner_name(path, lab.name), lab.max_points
+    ids = set(lab.cell_ids) - lab.check_ids
+    grade.sources = {c["id"]: c.get("source", "") for c in nb.cells
+                     if c.get("cell_type") == "code" and c.get("id") in ids}
     restored = restore_checks(nb, lab)
     grade.notes.extend(restored.notes)
     grade.reasons.extend(restored.notes)
     grade.flags.extend(restored.flags)
     notebook_timeout = options.notebook_timeout or default_notebook_timeout(options.cell_timeout)
+    # the kernel cannot see these folders at all; the audit hook still reports what it aims at them
     protect = {str(snapshot.root): "course:"}
     for package in {snapshot.package_dir, _INSTALLED} - {snapshot.root / "npusim"}:
         protect[str(package)] = f"{package}/"
     seed = options.seed if options.seed is not None else secrets.randbits(32)
     watch = [str(p) for p in (snapshot.package_dir, snapshot.root / "solutions", _INSTALLED)]
-    box = Sandbox(isolation, snapshot, seed=seed, limits=options.limits, protect=protect, watch=watch,
-                  hide=[p for p in (snapshot.root / "solutions", *map(Path, options.hide)) if p.is_dir()])
+    box = Sandbox(isolation, snapshot, seed=seed, limits=options.limits, protect=protect, watch=watch)
     try:
-        nb_path = box.home / "nb" / f"{lab.name}.ipynb"
+        nb_path = box.grader / f"{lab.name}.ipynb"
         nbformat.write(restored.nb, nb_path)
         run = run_nbval(nb_path, box, cell_timeout=options.cell_timeout, notebook_timeout=notebook_timeout,
                         output_cap=options.output_cap)
         changed, attempts = snapshot.changes(box.lib), box.attempts()
-        if options.keep:  # debugging aid: keep the restored notebook and the raw results
-            shutil.copytree(box.home, Path(options.keep) / f"{grade.learner}_{lab.name}", dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("tmp"))
+        if options.keep:  # debugging aid: the restored notebook and the raw results (the grader's files only)
+            shutil.copytree(box.grader, Path(options.keep) / f"{grade.learner}_{lab.name}", symlinks=True,
+                            dirs_exist_ok=True)
     finally:
         box.close()
     checks, status, reasons, run_notes = score(lab, restored.nb, run, options.cell_timeout, notebook_timeout,
                                                options.output_cap)
     grade.checks, grade.status = checks, status
+    if status == "forged":
+        forged = first_forged(run)
+        grade.flags.append(f"forged In [{forged.number + 1}] ({_cell_id(restored.nb, forged.number)}): {forged.forged}")
     grade.reasons[:0] = reasons
     grade.notes.extend(run_notes)
     if changed or attempts:
         mark_tampered(grade, changed, attempts)
+
+
+def _cell_id(nb, number: int) -> str:
+    code = [c for c in nb.cells if c.get("cell_type") == "code"]
+    return f"cell {code[number].get('id', '?')}" if number < len(code) else f"code cell {number}"
