@@ -98,12 +98,10 @@ def _genuine(obj: Any) -> bool:
 
 
 def _answer(dotted: str, check: str = "check") -> _Answer | None:
-    """The answer as the package defined it: resolved the first time its module is loaded (torch's
-    modules only once the notebook imported them: a check never imports torch for this)."""
+    """The answer as the package defined it: resolved when the checks load, or by the first check that
+    needs it when its module was not loaded then (refused when it is no longer the package's own)."""
     a = _defined.get(dotted)
     if a is None:
-        if dotted.startswith("npusim.torch") and "torch" not in sys.modules:
-            return None
         obj = _answers.resolve(dotted)
         if not _genuine(obj):
             raise Refused(check, f"npusim's `{dotted}` was replaced by code defined outside the package "
@@ -117,6 +115,8 @@ def snapshot() -> None:
     """Remember what the package defined: every answer whose module needs no torch. Called when the checks
     load, before a notebook can reassign any of it."""
     for dotted in sorted(_answers.all_answers()):
+        if not _answers.loaded(dotted):
+            continue   # resolved by the first check that needs it (importing torch here would be slow)
         try:
             _answer(dotted)
         except Refused:
