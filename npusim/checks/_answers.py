@@ -114,6 +114,16 @@ BY_KEY = {e.key: e for e in EXERCISES}
 _MODULE_OF: dict[str, tuple[str, list[str]]] = {}   # dotted -> (module name, attribute path)
 
 
+def loaded(dotted: str) -> bool:
+    """Whether the module holding ``dotted`` is imported already (resolving it imports nothing, e.g. torch)."""
+    parts = dotted.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        mod = sys.modules.get(".".join(parts[:i]))
+        if mod is not None:
+            return hasattr(mod, parts[i])
+    return False
+
+
 def resolve(dotted: str) -> Any:
     """The object a dotted name names now: the longest importable module prefix, then attributes."""
     known = _MODULE_OF.get(dotted)

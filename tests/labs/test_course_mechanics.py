@@ -72,6 +72,8 @@ def test_mine_or_reference_says_so(capsys):
     assert "vector-add: not finished yet" in capsys.readouterr().out
     with pytest.raises(KeyError, match="no stand-in for 'copy-cycles'"):
         check.mine_or_reference("copy-cycles", _stub)
+    with pytest.raises(TypeError, match="hint key and your object"):
+        check.mine_or_reference(_stub, vector_add, "exercise 1")   # the old form names the reference itself
 
 
 def test_hint_ladder(capsys):
