@@ -1,9 +1,14 @@
-"""Every exercise's hint ladder keeps the skill for the learner (issue 25 item 4,
-docs: exercise-design "Hints in levels"): three levels, the last a :class:`npusim.checks.Skeleton`;
-every exercise names its key in its own markdown; and the key test of a ladder: filling the skeleton's
-blanks with the simplest tokens that fit (``0``, ``1``, ``tile``, the names and attributes already in
-scope in its code) and running its check does NOT pass. Where a lab's test file lists the solution's own
-fill for a skeleton, that fill must pass (the skeleton is complete).
+"""Every exercise's hint ladder keeps the skill for the learner (issue 25 item 4): three levels (a
+direction, the approach without its key step, a :class:`npusim.checks.Skeleton`); every exercise names its
+key in its own markdown; and the key test of a ladder: filling the skeleton's blanks with the simplest
+tokens that fit (``0``, ``1``, ``tile``, the numbers, attributes and names its code and setup already use;
+one token everywhere, then a few random mixes) and running its check under ``NPUSIM_STRICT=1`` does NOT
+pass. Where :data:`SOLUTION_FILLS` gives the solution's code for each blank, that fill must pass (the
+skeleton is complete and runs outside the notebook: its ``cells`` of the lab's solution, then its
+``setup``, then its code, then its ``call``).
+
+Every skeleton here is code: the one exercise that is not (lab 00's hand prediction of a copy's cycles) is
+part of the ``copy-cycles`` check, whose skeleton is the function the prediction is worked out with.
 
 The ladders are collected from the lab modules (``npusim/checks/labNN*.py``), so every lab's ladders are
 tested here, whoever wrote them.
