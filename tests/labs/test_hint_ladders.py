@@ -1,9 +1,14 @@
-"""Every exercise's hint ladder keeps the skill for the learner (issue 25 item 4,
-docs: exercise-design "Hints in levels"): three levels, the last a :class:`npusim.checks.Skeleton`;
-every exercise names its key in its own markdown; and the key test of a ladder: filling the skeleton's
-blanks with the simplest tokens that fit (``0``, ``1``, ``tile``, the names and attributes already in
-scope in its code) and running its check does NOT pass. Where a lab's test file lists the solution's own
-fill for a skeleton, that fill must pass (the skeleton is complete).
+"""Every exercise's hint ladder keeps the skill for the learner (issue 25 item 4): three levels (a
+direction, the approach without its key step, a :class:`npusim.checks.Skeleton`); every exercise names its
+key in its own markdown; and the key test of a ladder: filling the skeleton's blanks with the simplest
+tokens that fit (``0``, ``1``, ``tile``, the numbers, attributes and names its code and setup already use;
+one token everywhere, then a few random mixes) and running its check under ``NPUSIM_STRICT=1`` does NOT
+pass. Where :data:`SOLUTION_FILLS` gives the solution's code for each blank, that fill must pass (the
+skeleton is complete and runs outside the notebook: its ``cells`` of the lab's solution, then its
+``setup``, then its code, then its ``call``).
+
+Every skeleton here is code: the one exercise that is not (lab 00's hand prediction of a copy's cycles) is
+part of the ``copy-cycles`` check, whose skeleton is the function the prediction is worked out with.
 
 The ladders are collected from the lab modules (``npusim/checks/labNN*.py``), so every lab's ladders are
 tested here, whoever wrote them.
@@ -60,8 +65,21 @@ LADDERS = _ladders()
 SKELETONS = [(lab, key, ladder[-1]) for lab, key, ladder in LADDERS if isinstance(ladder[-1], Skeleton)]
 
 
+PENDING = {"05", "06", "07", "08", "09"}
+"""Labs whose ladders are being rewritten in parallel (issue 25 item 4, labs 05-09): their cases are
+expected to fail until that lands. Remove a lab from here as soon as its ladders pass."""
+
+
+def _marks(lab: str) -> list:
+    marks = [getattr(pytest.mark, f"lab{lab[:2]}")]
+    if lab[:2] in PENDING:
+        marks.append(pytest.mark.xfail(reason="ladders of labs 05-09 not rewritten yet (issue 25 item 4)",
+                                       strict=False))
+    return marks
+
+
 def _param(lab: str, key: str, *rest):
-    return pytest.param(lab, key, *rest, id=key, marks=getattr(pytest.mark, f"lab{lab[:2]}"))
+    return pytest.param(lab, key, *rest, id=key, marks=_marks(lab))
 
 
 # --- the ladders' shape ------------------------------------------------------------------------------------
@@ -93,7 +111,7 @@ def _named_keys(text: str) -> set[str]:
     return set(re.findall(r"""check\.hint\(\s*["']([\w-]+)["']""", text))
 
 
-@pytest.mark.parametrize("lab", [pytest.param(lab, id=lab, marks=getattr(pytest.mark, f"lab{lab[:2]}"))
+@pytest.mark.parametrize("lab", [pytest.param(lab, id=lab, marks=_marks(lab))
                                  for lab in sorted({lab for lab, _, _ in LADDERS})])
 def test_every_exercise_names_its_hint_key(lab):
     nb = nbformat.read(ROOT / "solutions" / f"{lab}.ipynb", as_version=4)
