@@ -34,7 +34,7 @@ HINTS = {
             "    op = ops.OpDef(name, qmatmul.DOC)\n"
             "    op.input('x', ['float16', 'int8'], ['ND', 'ND'])\n"
             "    op.input('w', ___, ['ND', 'ND'])\n"
-            "    op.input('scale', ___, ['ND', 'ND'], optional=___)\n"
+            "    op.input('scale', ___)                  # its dtypes, its formats, and that a call may omit it\n"
             "    op.output('y', ___, ['ND', 'ND'])      # what the Cube gives for fp16, what Fixpipe writes for int8\n"
             "    op.attr('relu', bool, False, doc='ReLU on the result, applied in the Fixpipe')\n"
             "    return op\n",

@@ -287,6 +287,11 @@ def _accumulation_causes(torch, got: list, seed: int, x, y, micro: int) -> str:
         (mix([1] * micro), f"the gradient is the sum of the {micro} micro-batches' mean gradients, {micro}x too "
                            f"large: weight each micro-batch's loss by its share of the batch, len(xb) / len(x)"),
     ]
+    for weights in ([n for n in sizes], [n / micro for n in sizes]):
+        candidates.append((mix(weights), f"the gradient is {weights[0] / share[0]:g} times too large, as a loss summed over the images (reduction='sum') "
+                                         f"gives: each micro-batch's loss must be its images' share of the full "
+                                         f"batch's MEAN, so divide a summed loss by len(x), not by the number "
+                                         f"of micro-batches"))
     if len(set(sizes)) > 1:
         candidates.append((mix([1 / micro] * micro), f"every micro-batch weighs 1/{micro}, but the {len(x)} images "
                                                      f"split into micro-batches of {sizes}: weight each loss by "
