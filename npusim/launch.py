@@ -23,6 +23,7 @@ from .chipsync import ChipSync
 from .core import Core, run_on
 from .cores import plan as plan_launch
 from .errors import UsageError
+from .instructions._usage import from_type_error
 from .l2 import L2Cache, current_shared
 from .interleave import Interleaver
 from .memsys import MemorySystem
@@ -146,7 +147,13 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
         core.plan, core.chip = plan, chip
         run_on(core)
         with np.errstate(all="ignore"):   # once per kernel (and in its own thread), not per instruction
-            kernel_fn(*new_args, **new_kwargs)
+            try:
+                kernel_fn(*new_args, **new_kwargs)
+            except TypeError as e:   # an instruction called with arguments it does not take: say so in its terms
+                usage = from_type_error(e)
+                if usage is None:
+                    raise
+                raise usage from None
         return core, core.finish()
 
     prev = run_on(None)

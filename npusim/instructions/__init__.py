@@ -27,12 +27,3 @@ __all__ = ["mmad", "data_copy", "data_copy_pad", "fixpipe", "load_data", "load_d
            "leaky_relu", "power", "rsqrt", "shift_left", "shift_right", "sigmoid", "tanh", "set_pad_value", "get_cmp_mask",
            "set_cmp_mask", "get_tpipe_ptr", "init_global_memory",
            "get_reduce_repeat_sum_spr"]
-
-# every instruction checks its own signature: a mismatch names the Ascend C call (issue 27, item 8)
-from ._usage import checked as _checked  # noqa: E402
-
-for _name in [*__all__, "abs", "max", "min"]:
-    _fn = globals()[_name]
-    if callable(_fn) and not isinstance(_fn, type) and getattr(_fn, "__module__", "").startswith("npusim"):
-        globals()[_name] = _checked(_name, _fn)
-del _name, _fn

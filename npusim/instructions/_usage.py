@@ -1,12 +1,17 @@
 """A call that does not match an instruction's signature gets a UsageError naming the Ascend C signature
-(never Python's TypeError about the simulator's internals, e.g. ``_binary.<locals>.instr()``)."""
+(never Python's TypeError about the simulator's internals, e.g. ``_binary.<locals>.instr()``): launch turns
+the TypeError of such a call into one (:func:`from_type_error`)."""
 
 from __future__ import annotations
 
-import functools
 import inspect
+import os
+import re
 
+from .. import tracebacks
 from ..errors import UsageError
+
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _BINARY = "{C}(dst, src0, src1, count) or {C}(dst, src0, src1, mask, repeatTimes, BinaryRepeatParams)"
 _UNARY = "{C}(dst, src, count) or {C}(dst, src, mask, repeatTimes, UnaryRepeatParams)"
@@ -49,26 +54,29 @@ CPP = {
 }
 
 
-def checked(name: str, fn):
-    """``fn`` with its own signature checked: a mismatch is a UsageError with the Ascend C signature."""
-    sig = inspect.signature(fn)
-    plain = sig.replace(parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()],
-                        return_annotation=sig.empty)
+def from_type_error(e: TypeError) -> UsageError | None:
+    """The UsageError for a TypeError raised by calling an instruction with arguments its signature does not
+    take (Python raises it at the call, before the instruction runs), or None for any other TypeError. Found
+    from the message Python gives (``add() missing 1 required positional argument: 'src1'``) and the
+    traceback, whose innermost frame is then the kernel's own line: no instruction pays for the check."""
+    import npusim.instructions as instructions
 
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except TypeError as e:
-            if isinstance(e, UsageError) or getattr(e, "hint", None) is not None:
-                raise
-            try:
-                sig.bind(*args, **kwargs)
-            except TypeError as bad:
-                cpp = CPP.get(name)
-                raise UsageError(f"{name}{plain}: {bad}",
-                                 hint=(f"Ascend C: {cpp}; npusim takes the same arguments in the same order"
-                                       if cpp else f"call {name}{plain}")) from None
-            raise
-    call.__qualname__ = name
-    return call
+    m = re.match(r"(\w+)\(\) (missing|takes|got)", str(e))
+    if m is None or isinstance(e, UsageError) or m.group(1) not in CPP:
+        return None
+    tb = e.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    if os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)).startswith(_PKG):
+        return None   # raised inside the simulator: not the kernel's call
+    name = m.group(1)
+    fn = getattr(instructions, name, None)
+    try:
+        sig = inspect.signature(fn)
+        plain = sig.replace(parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()],
+                            return_annotation=sig.empty)
+    except (TypeError, ValueError):
+        plain = "(...)"
+    site = tracebacks.site(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+    return UsageError(f"{e}: the call must match {name}{plain}", where=site,
+                      hint=f"Ascend C: {CPP[name]}; npusim takes the same arguments in the same order")

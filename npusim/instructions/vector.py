@@ -93,7 +93,7 @@ def _binary(op, fn, allowed=_NUMERIC, complex_op=False):
             core, site, count = _prep(op, dst, (src0, src1), count, allowed)
         fn(src0.view()[:count], src1.view()[:count], out=dst.view()[:count])
         _done(core, op, count, dst.dtype.itemsize, site, complex_op=complex_op)
-    instr.__name__ = op
+    instr.__name__ = instr.__qualname__ = op   # Python's own TypeError then names the instruction
     instr.__doc__ = (f"{op.capitalize()}: ``dst[i] = {op}(src0[i], src1[i])`` for i < count, in the element type; "
                      f"or ``{op}(dst, src0, src1, mask, repeat_times, BinaryRepeatParams(...))``.")
     return instr
@@ -107,7 +107,7 @@ def _with_scalar(op, fn, allowed=_NUMERIC):
         core, site, count = _prep(op, dst, (src,), count, allowed)
         fn(src.view()[:count], np.asarray(scalar).astype(dst.dtype), out=dst.view()[:count])
         _done(core, op, count, dst.dtype.itemsize, site)
-    instr.__name__ = op
+    instr.__name__ = instr.__qualname__ = op   # Python's own TypeError then names the instruction
     instr.__doc__ = (f"{op}: ``dst[i] = src[i] (op) scalar``; the scalar is first rounded to the element type. "
                      f"Repeat form: ``{op}(dst, src, scalar, mask, repeat_times, UnaryRepeatParams(...))``.")
     return instr
@@ -122,7 +122,7 @@ def _unary(op, fn, allowed=_FLOATS, complex_op=False):
         core, site, count = _prep(op, dst, (src,), count, allowed)
         fn(src.view()[:count], out=dst.view()[:count])
         _done(core, op, count, dst.dtype.itemsize, site, complex_op)
-    instr.__name__ = op
+    instr.__name__ = instr.__qualname__ = op   # Python's own TypeError then names the instruction
     instr.__doc__ = (f"{op}: element-wise, computed in the element type; repeat form "
                      f"``{op}(dst, src, mask, repeat_times, UnaryRepeatParams(...))``.")
     return instr

@@ -44,8 +44,8 @@ def cube(a, b, bias, c, m, n, k, nd, mode):
     ns.set_flag(H.MTE2_MTE1, 0)
     ns.wait_flag(H.MTE2_MTE1, 0)
     fa, fb = a.size * 2 // 512, b.size * 2 // 512
-    ns.load_data(l0a.get(ns.float16), l1a.get(ns.float16), ns.LoadData2DParams(0, fa, 1, 0, False))
-    ns.load_data(l0b.get(ns.float16), l1b.get(ns.float16), ns.LoadData2DParams(0, fb, 1, 0, False))
+    ns.load_data(l0a.get(ns.float16), l1a.get(ns.float16), ns.LoadData2DParams(0, fa, 1, 0, 0, False, 0))
+    ns.load_data(l0b.get(ns.float16), l1b.get(ns.float16), ns.LoadData2DParams(0, fb, 1, 0, 0, False, 0))
     ns.set_flag(H.MTE1_M, 0)
     ns.wait_flag(H.MTE1_M, 0)
     out = l0c.get(ns.float32)

@@ -426,8 +426,8 @@ def test_nd2nz_needs_l1_and_checks_c0_stride():
 
     x = np.zeros(1024, np.float16)
     with pytest.raises(ns.UsageError, match="GM -> L1"):
-        ns.launch(k, 1, x, "UB", ns.Nd2NzParams(16, 16))
+        ns.launch(k, 1, x, "UB", ns.Nd2NzParams(1, 16, 16))
     with pytest.raises(ns.UsageError, match="dst_nz_c0_stride"):
-        ns.launch(k, 1, x, "L1", ns.Nd2NzParams(16, 16, dst_nz_c0_stride=8))
+        ns.launch(k, 1, x, "L1", ns.Nd2NzParams(1, 16, 16, dst_nz_c0_stride=8))
     with pytest.raises(ns.OutOfBoundsError, match="'x'"):
-        ns.launch(k, 1, x, "L1", ns.Nd2NzParams(33, 32))
+        ns.launch(k, 1, x, "L1", ns.Nd2NzParams(1, 33, 32))
