@@ -44,6 +44,9 @@ class ChipSync:
         self.plan = plan
         self.sched = None            # the launch's Interleaver (None: units run one after another)
         self.trackers = [t for t in gm_trackers if t is not None]
+        if plan.kernel_type == MIX:   # three units per block: messages name them as msSanitizer does
+            for tr in self.trackers:
+                tr.label = plan.label
         self.cores: dict[int, object] = {}   # unit -> Core, while it runs
         self.arrived: dict[bool, list] = {True: [], False: []}   # aiv_only -> [(unit, time)] of this round
         self.pending: dict[tuple[int, int], list] = {}   # (unit, flag) -> [(mode, time, setter, seqs)]

@@ -196,7 +196,7 @@ def _overlap(r, lo: int, hi: int, pitch: int, blen: int, n: int) -> bool:
 class AccessTracker:
     """Recent accesses to one memory (a core's UB/L1/L0x, or one GM buffer), bucketed by address."""
 
-    __slots__ = ("name", "shift", "reads", "writes", "memory", "init", "seq", "order")
+    __slots__ = ("name", "shift", "reads", "writes", "memory", "init", "seq", "order", "label")
 
     def __init__(self, name: str, nbytes: int, memory=None, init=None):
         self.name = name
@@ -211,6 +211,7 @@ class AccessTracker:
         # GM: what cross-core syncs order (npusim.chipsync): {"barrier": seq} orders every earlier record,
         # {(core, other): seq} the other core's records up to seq before this core's later accesses
         self.order: dict | None = None
+        self.label = None   # GM of a mix launch: unit -> "aic(0)" / "aiv(1)" for messages (npusim.chipsync)
 
     def access(self, lo: int, hi: int, write: bool, core: int, pipe: int, vc, epoch: int,
                site, op: str, mode: str, pitch: int = 0, blen: int = 0, nblk: int = 1,
@@ -308,6 +309,9 @@ class AccessTracker:
                             and (not rec[_PITCH] or _overlap(rec, lo, hi, 0, 0, 1))):
                         out.add(rec[_PIPE])
         return out
+    def _who(self, core: int) -> str:
+        return self.label(core) if self.label is not None else f"block {core}"
+
     def _ordered(self, rec, core: int, write: bool, op: str) -> bool:
         """Whether another core's record is ordered before this access: both atomic writes, or a SyncAll
         or a cross-core flag between them (see ``order``)."""
@@ -329,9 +333,13 @@ class AccessTracker:
         verb_old = "write" if rec[_W] else "read"
         if rec[_CORE] != core:
             msg = (f"{kind} hazard between cores in {self.name}{where}, bytes [{olo:#x}, {ohi:#x}): "
-                   f"block {core} {b.label} {verb_new} ({op}) at {format_site(site)} overlaps "
-                   f"block {rec[_CORE]} {a.label} {verb_old} ({rec[_OP]}) at {format_site(rec[_SITE])}")
-            if ("(atomic" in op) != ("(atomic" in rec[_OP]):
+                   f"{self._who(core)} {b.label} {verb_new} ({op}) at {format_site(site)} overlaps "
+                   f"{self._who(rec[_CORE])} {a.label} {verb_old} ({rec[_OP]}) at {format_site(rec[_SITE])}")
+            if self.label is not None and (self._who(core)[:3] != self._who(rec[_CORE])[:3]):
+                hint = ("the Cube and the Vector cores of a mix kernel exchange data through GM: the reader waits for "
+                        "the writer, e.g. cross_core_set_flag(2, Pipe.FIX, id) after the AIC's fixpipe and "
+                        "cross_core_wait_flag(id) before the AIV's copy in")
+            elif ("(atomic" in op) != ("(atomic" in rec[_OP]):
                 hint = ("an atomic write and a plain access of another core are not ordered: initialise the output "
                         "before any core adds to it (on the host, or in one block followed by sync_all()), and read "
                         "the sum only after a sync_all()")

@@ -375,8 +375,10 @@ def test_mix_kernel_without_the_flag_races_on_the_workspace(monkeypatch):
     monkeypatch.setattr(ns, "cross_core_set_flag", lambda *a, **k: None)
     monkeypatch.setattr(ns, "cross_core_wait_flag", lambda *a, **k: None)
     a, b, work, y = _mix_args()
-    with pytest.raises(ns.RaceError, match="between cores in GM 'work'"):
+    with pytest.raises(ns.RaceError, match=r"between cores in GM 'work'.*aic\(0\) PIPE_FIX write .* aiv\([01]\) "
+                                           r"PIPE_MTE2 read") as e:
         ns.launch(matmul_then_relu, 1, a, b, work, y, kernel_type="mix_aic_1_2")
+    assert "cross_core_wait_flag" in e.value.hint
 
 
 def test_a_wait_nobody_sets_is_a_hang(monkeypatch):
