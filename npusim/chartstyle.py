@@ -72,8 +72,8 @@ NEUTRAL = frozenset({"#999999", "#d9d9d9", "#969696", "#ffffff", "#333333", "#bb
 DPI = 80
 #: Font sizes in points of a figure at :data:`DPI`, the smallest first. A notebook shows a PNG at its pixel
 #: size (1 CSS px per pixel at 100 % zoom), and 1 CSS pt = 96/72 px, so a text of ``s`` pt at 80 dpi reads as
-
-#: least that (the layout tests check it).
+#: ``s * 80 / 96`` CSS pt: :data:`MIN_POINTS` = 10.8 pt reads as 9 pt. Every text of every chart is at
+#: least that (:func:`readable`; the layout tests check it).
 MIN_POINTS = 10.8
 FONT = {"value": MIN_POINTS, "tick": MIN_POINTS, "legend": MIN_POINTS, "label": 11.5, "title": 12.0}
 
