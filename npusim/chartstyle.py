@@ -73,8 +73,8 @@ DPI = 80
 #: Font sizes in points of a figure at :data:`DPI`, the smallest first. A notebook shows a PNG at its pixel
 #: size (1 CSS px per pixel at 100 % zoom), and 1 CSS pt = 96/72 px, so a text of ``s`` pt at 80 dpi reads as
 #: ``s * 80 / 96`` CSS pt: :data:`MIN_POINTS` = 10.8 pt reads as 9 pt. Every text of every chart is at
-#: least that (the layout tests check it).
-MIN_POINTS = 9.0
+#: least that (:func:`readable`; the layout tests check it).
+MIN_POINTS = 10.8
 FONT = {"value": MIN_POINTS, "tick": MIN_POINTS, "legend": MIN_POINTS, "label": 11.5, "title": 12.0}
 
 SETS: dict[str, Mapping | tuple] = {"family": FAMILY_COLOURS, "path": PATH_COLOURS, "series": SERIES_COLOURS,

@@ -53,8 +53,8 @@ def timeline(profile: ModelProfile, title: str | None = None, baseline: ModelPro
     ``baseline``: the axis spans the longer of the two and a dashed line marks where the baseline ended."""
     (prof,) = _profiles(profile)
     t_end = max(prof.model_time_us, baseline.model_time_us if baseline is not None else 0.0) or 1.0
-    fig = _figure(10.0, 3.3)
-    ax = fig.add_axes((0.12, 0.2, 0.86, 0.56))
+    fig = _figure(10.0, 3.6)
+    ax = fig.add_axes((0.13, 0.2, 0.85, 0.52))
     min_w = t_end / 700  # about one pixel
     for y, lane in enumerate(LANES):
         lane_y = len(LANES) - 1 - y

@@ -45,9 +45,9 @@ def occupancy(profile: Any, block: int = 0, scale: str = "reserved", baseline: A
         base_reserved = base.block_reserved_bytes[bb] if base.block_reserved_bytes else base.reserved_bytes
     rows = max(len(mems), 1)
     height = 1.1 + 1.5 * rows
-    fig = figure(8.0, height)
+    fig = figure(9.0, height)
     h = (1 - 1.1 / height) / rows
-    axes = [fig.add_axes((0.1, 0.65 / height + (rows - 1 - r) * h, 0.6, h * 0.8)) for r in range(rows)]
+    axes = [fig.add_axes((0.09, 0.65 / height + (rows - 1 - r) * h, 0.55, h * 0.8)) for r in range(rows)]
     if not mems:
         axes[0].text(0.5, 0.5, "no on-chip buffers used", transform=axes[0].transAxes, ha="center")
         axes[0].set_ylabel("live (KB)")

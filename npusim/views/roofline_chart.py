@@ -45,7 +45,7 @@ def memory_roofs(cfg, n: int, write_pipes: int = 1) -> list[tuple[str, str, floa
     if abs(l2 / hbm - 1) > 0.01:
         out.append(("L2", f"reads from L2 (MTE2) {l2 / 1e9:,.0f} GB/s", l2))
     ports = max(l2, hbm) + write_pipes * cfg.gm_port_bytes_per_cycle * n * clock
-    out.append(("all ports", f"reads + writes on their own ports {ports / 1e9:,.0f} GB/s", ports))
+    out.append(("all ports", f"all ports: reads + writes {ports / 1e9:,.0f} GB/s", ports))
     return out
 
 
@@ -113,8 +113,8 @@ def roofline(profiles: Any, labels: Sequence[str] | None = None, config=None, ba
     cfg = get_config(config) if config is not None else profs[0].config
     cores = sorted({p.active_cores for p in profs})
     dtypes = [p.cube_dtype for p in profs if p.cube_dtype]
-    fig = figure(9.6, 4.6)
-    ax = fig.add_axes((0.09, 0.12, 0.5, 0.74))
+    fig = figure(10.5, 4.8)
+    ax = fig.add_axes((0.095, 0.12, 0.44, 0.74))
     ax.set_xscale("log")
     ax.set_yscale("log")
 
@@ -151,13 +151,13 @@ def roofline(profiles: Any, labels: Sequence[str] | None = None, config=None, ba
         x, y, roof = prof.arithmetic_intensity, prof.achieved_flops, prof.attainable_flops
         ax.plot([x, x], [y, roof], ":", color=c, lw=1.2, gid=f"headroom|{i}")
         ax.plot([x], [roof], "_", color=c, markersize=14, markeredgewidth=2.2, gid=f"own_roof|{i}")
-        ax.plot([x], [y], "o", color=c, markersize=8, label=f"{name} ({prof.bound}-bound, {y / roof:.0%} of its roof)",
+        ax.plot([x], [y], "o", color=c, markersize=8, label=f"{name} ({prof.bound}-bound, {y / roof:.0%} of roof)",
                 gid=f"point|{i}")
     if base is not None and ok(base):
         ax.plot([base.arithmetic_intensity], [base.achieved_flops], "o", color=ROLE["baseline"], mfc="none",
                 mec=ROLE["baseline"], mew=1.8, markersize=11, label="baseline", gid="baseline")
     ax.plot([], [], "_", color="#333333", markersize=14, markeredgewidth=2.2,
-            label="tick: a kernel's own roof (its reads, writes, L2 hits)")
+            label="tick: its own roof (reads, writes, L2 hits)")
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo, y_hi)
     for axis, ticks, scale in ((ax.xaxis, xticks, 1.0), (ax.yaxis, yticks, 1e12)):

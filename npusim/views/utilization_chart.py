@@ -46,7 +46,7 @@ def utilization(profile: Any, baseline: Any = None) -> Figure:
     ax.yaxis.set_major_locator(MultipleLocator(0.25))
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_ylabel("busy / utilization (%)")
-    ax.set_xlabel("pipe (outlined: critical pipe)", labelpad=14)
+    ax.set_xlabel("pipe (outlined: critical pipe)", labelpad=22)
     ax.set_title(f"{prof.kernel}: pipe utilization | critical pipe: {pipe_label(crit)}", loc="left",
                  fontsize="medium", pad=22)
     legend_above(ax, ncols=3)

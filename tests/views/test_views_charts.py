@@ -342,7 +342,7 @@ def test_roofline_ticks_are_plain_decimals_and_each_roof_has_its_label(vadd, mm,
         assert [g.get_gid().split("|")[1] for g in slopes] == ["HBM", "L2", "all ports"]
         legend = [t.get_text() for t in ax.get_legend().get_texts()]
         assert any(t.startswith("reads from HBM (MTE2)") and "GB/s" in t for t in legend)
-        assert any(t.startswith("reads + writes on their own ports") for t in legend)
+        assert any(t.startswith("all ports: reads + writes") for t in legend)
 
 
 def test_occupancy_axis_fits_what_is_reserved(vadd):
