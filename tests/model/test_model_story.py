@@ -20,7 +20,8 @@ def test_batch_1_is_launch_and_size_bound(runs):
     launch = after.system.launch_overhead_us
     convs = [e for e in after.kernels() if e.main and e.node != "fc"]
     assert convs and all(e.dur_us < launch for e in convs)          # every conv kernel ends before its launch would
-    assert all(e.profile.active_cores == e.profile.chip_cores for e in convs if e.node.startswith("layer"))
+    # split over the chip (bands x Cout groups) even at one image: at least 3/4 of the Cube cores each
+    assert all(e.profile.active_cores >= 0.75 * e.profile.chip_cores for e in convs if e.node.startswith("layer"))
     assert max(e.profile.chip_mac_utilization for e in convs) < 0.4   # too little work to fill the chip
     b = after.breakdown_us
     assert max(b, key=b.get) == "launch"
