@@ -191,9 +191,9 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
             path_bytes[k] = path_bytes.get(k, 0) + v
         records.append(core.records)
         occupancy.append(core.occupancy)
-        block_reserved.append({name: mem.top for name, mem in core.memories.items()})
-        for name, mem in core.memories.items():
-            reserved[name] = max(reserved.get(name, 0), mem.top)
+        block_reserved.append({mem_name: mem.top for mem_name, mem in core.memories.items()})
+        for mem_name, mem in core.memories.items():
+            reserved[mem_name] = max(reserved.get(mem_name, 0), mem.top)
         macs += core.cube_macs
         issued += core.issued_macs
         cube_ideal += core.cube_ideal_cycles

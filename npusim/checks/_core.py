@@ -19,32 +19,13 @@ from typing import Any, Callable
 import numpy as np
 
 from ..tracebacks import RED, RESET, innermost_learner_site
+from ._failure import CheckFailed, NotFinished
 from ..errors import NpuSimError
 from ..wrap import wrap
 from ..launch import LaunchResult, launch
 
 SEED_ENV = "NPUSIM_CHECK_SEED"
 STRICT_ENV = "NPUSIM_STRICT"
-
-
-class CheckFailed(AssertionError):
-    """A check did not pass. The message is written for the learner."""
-
-    def __init__(self, check: str, message: str):
-        self.check = check
-        self.message = message
-        super().__init__(f"[{check}] {message}")
-
-    def _render_traceback_(self) -> list[str]:
-        # IPython calls this instead of printing a traceback: the learner sees the message, not our frames
-        return wrap(f"{RED}CheckFailed{RESET}: {self}").split("\n")
-
-
-class NotFinished(CheckFailed):
-    """The exercise a check runs still holds its ``raise NotImplementedError`` stub."""
-
-    def _render_traceback_(self) -> list[str]:
-        return wrap(str(self)).split("\n")
 
 
 def strict() -> bool:

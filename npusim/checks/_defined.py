@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from .. import sanitizer
 from . import _answers, _traps
-from ._core import CheckFailed
+from ._failure import CheckFailed
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

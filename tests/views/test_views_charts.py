@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import time
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -192,12 +191,10 @@ def test_timeline_writes_total_time_and_critical_pipe(vadd):
     assert f"critical pipe: {charts.pipe_label(vadd.critical_pipe)}" in text
 
 
-def test_timeline_dense_lanes_are_binned_and_fast(big):
-    t0 = time.perf_counter()
+def test_timeline_dense_lanes_are_binned(big):
+    # (how fast a dense timeline draws is the benchmark's business, not a timed unit test's)
     fig = charts.timeline(big)
     fig.savefig(io.BytesIO(), format="png")
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 4.0, f"10k-instruction timeline took {elapsed:.2f} s"
     assert not artists(fig, "bars|MTE2|"), "a lane of thousands of bars must be binned"
     for pipe in (Pipe.MTE2, Pipe.MTE3, Pipe.V):
         label = charts.PIPE_LABELS[pipe]
