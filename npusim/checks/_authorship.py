@@ -72,6 +72,7 @@ class Window:
             for f in _functions(_answers.resolve(dotted)):
                 self.allowed.update(_nested(f.__code__))
         self.kinds: dict[types.CodeType, str] = {}
+        self.ok_frame = None    # the innermost kernel frame of the last instruction found the learner's
         self.refusal: Refused | None = None
         self.check = exercise.check if exercise else "check"
 
@@ -106,12 +107,21 @@ class Window:
 
     # rule 3: the frames from an instruction's innermost non-simulator frame out to the launch
     def issued(self, frame) -> None:
+        if frame is self.ok_frame:
+            return   # the same running call as the last instruction: its callers have not changed
         tolerated = None   # package code (not an answer, not allowed) the work went through: the outermost
         ok = False         # such frame before the learner's is the function the learner called
         f = frame
-        while f is not None and not sanitizer._is_internal(f.f_code.co_filename):
-            k = self.kind(f.f_code)
-            if k == ANSWER:
+        kinds, internal = self.kinds, sanitizer._internal_cache   # runs for every instruction: local names
+        while f is not None:
+            code = f.f_code
+            inside = internal.get(code.co_filename)
+            if inside is None:
+                inside = sanitizer._is_internal(code.co_filename)
+            if inside:
+                break   # the launch
+            k = kinds.get(code) or self.kind(code)
+            if k is ANSWER:
                 learner = f.f_back
                 while learner is not None and self.kind(learner.f_code) != LEARNER and \
                         not sanitizer._is_internal(learner.f_code.co_filename):
@@ -120,17 +130,18 @@ class Window:
                     self.refuse(learner.f_code.co_qualname, self.answers[f.f_code], _where(learner))
                 self.refuse("kernel", self.answers[f.f_code], "")
             if not ok:
-                if k in (ALLOWED, CHECK):
+                if k is ALLOWED or k is CHECK:
                     ok = True
-                elif k == LEARNER:
+                elif k is LEARNER:
                     if tolerated is not None:
-                        self.refuse(f.f_code.co_qualname, _qualname(tolerated), _where(f))
+                        self.refuse(code.co_qualname, _qualname(tolerated), _where(f))
                     ok = True
-                elif k == PACKAGE:
-                    tolerated = f.f_code
+                elif k is PACKAGE:
+                    tolerated = code
             f = f.f_back
         if not ok and tolerated is not None:
             self.refuse("kernel", _qualname(tolerated), "")
+        self.ok_frame = frame   # held: a later call cannot get this frame's identity while we keep it
 
     # rule 1: the objects handed to the check
     def handed(self, args: Iterable[Any], caller=None) -> None:
