@@ -48,10 +48,10 @@ def my_to_nc1hwc0(x, x5, n: int, c: int, h: int, w: int) -> None:
             for p0 in range(0, hw, SLOTS):
                 cnt = ___
                 t = q.alloc_tensor(x.dtype)
-                ns.data_copy_pad(t, x[___:], ns.DataCopyExtParams(cnt, isz, 0, 0))      # one element per 32 B block of UB
+                ns.data_copy_pad(t, x[___:], ns.DataCopyExtParams(cnt, isz, 0, 0))   # an element per 32 B slot
                 q.enque(t)
                 t = q.deque()
-                ns.data_copy_pad(x5[___:], t, ns.DataCopyExtParams(cnt, isz, 0, ___))   # dst_stride: the gap in bytes after each element
+                ns.data_copy_pad(x5[___:], t, ns.DataCopyExtParams(cnt, isz, 0, ___))   # the gap after each
                 q.free_tensor(t)"""
 
 _IMG2COL = """\

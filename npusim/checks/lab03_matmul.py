@@ -144,7 +144,8 @@ HINTS = {
         "Free the strip after its row. For the target: the output tile's size decides how often each loaded "
         "byte of B is reused, and a second buffer lets B's copies overlap the Mmads.",
         Skeleton(_REUSE_SKELETON, call="check.matmul_reuse(matmul_reuse_kernel, reuse_tiling)",
-                 cells=("03_mat-356a192b", "03_mat-reuse"), intro="Your kernel and tiling, with the decisions left blank:"),
+                 cells=("03_mat-356a192b", "03_mat-reuse"),
+                 intro="Your kernel and tiling, with the decisions left blank:"),
     ),
 }
 

@@ -11,6 +11,10 @@ CHECKS = {
     "check-block-range": SETUP + KERNEL + ["01_vec-block"],
 }
 
+RUN_CLASS = "    MyKernelAdd(x[start:], y[start:], z[start:], length, tile, buffer_num).process()"
+MULTI_SPLIT = "my_block_range(total, x.dtype.itemsize, ns.get_block_idx(), ns.get_block_num())\n"
+HOST_ADD = "    z.buf.flat[start:start + length] = x.buf.flat[start:start + length] + y.buf.flat[start:start + length]"
+
 WRONG = [
     Wrong("y-from-x", "check-vector-add", "y's tile is copied from x",
           edits=(("self.copy(y_local, self.y[offset:], count)", "self.copy(y_local, self.x[offset:], count)"),),
@@ -71,21 +75,16 @@ WRONG = [
                   "            self.copy_out(offset, count)\n            ns.pipe_barrier(ns.Pipe.ALL)\n"),),
           why="a barrier after every tile: the two buffers are reserved, the stages cannot overlap"),
     Wrong("every-block-every-part", "check-block-range", ("every block computes the same part", "get_block_idx"),
-          edits=(("    start, length = my_block_range(total, x.dtype.itemsize, ns.get_block_idx(), ns.get_block_num())\n",
-                  "    start, length = 0, total\n"),),
+          edits=(("    start, length = " + MULTI_SPLIT, "    start, length = 0, total\n"),),
           why="every block adds the whole vector (not a reduction across blocks)"),
     Wrong("output-offset-past-the-end", "check-vector-add", ("starts at byte 32", "offset"),
           edits=(("self.copy(self.z[offset:], z_local, count)", "self.copy(self.z[offset + 16:], z_local, count)"),),
           why="copy_out writes 16 elements on: its start is past the end of a short z (not a 'shorter last tile')"),
     # --- the work must be issued on the simulator (issue 25 item 3) ---------------------------------------
     Wrong("host-add", "check-vector-add", ("did not compute it on the simulator", "ns.add"),
-          edits=(("    MyKernelAdd(x[start:], y[start:], z[start:], length, tile, buffer_num).process()",
-                  "    z.buf.flat[start:start + length] = x.buf.flat[start:start + length] + y.buf.flat[start:start + length]"),),
-          why="writes z from numpy on the host: no DMA, no vector add"),
+          edits=((RUN_CLASS, HOST_ADD),), why="writes z from numpy on the host: no DMA, no vector add"),
     Wrong("host-add-one-copy", "check-block-range", ("did not compute it on the simulator", "ns.add"),
-          edits=(("my_block_range(total, x.dtype.itemsize, ns.get_block_idx(), ns.get_block_num())\n    MyKernelAdd(x[start:], y[start:], z[start:], length, tile, buffer_num).process()",
-                  "my_block_range(total, x.dtype.itemsize, ns.get_block_idx(), ns.get_block_num())\n    MyKernelAdd(x[start:], y[start:], z[start:], min(length, 16), tile, buffer_num)"
-                  ".process()\n    z.buf.flat[start:start + length] = x.buf.flat[start:start + length] + "
-                  "y.buf.flat[start:start + length]"),),
+          edits=((MULTI_SPLIT + RUN_CLASS,
+                  MULTI_SPLIT + RUN_CLASS.replace(", length,", ", min(length, 16),") + "\n" + HOST_ADD),),
           why="one real tile per block, the rest from numpy on the host"),
 ]
