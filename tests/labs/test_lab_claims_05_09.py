@@ -56,6 +56,7 @@ def test_lab07_host_time_ordering_on_medians():
 
 
 @pytest.mark.lab05
+@pytest.mark.slow
 def test_lab05_gain_stack_printout_matches_the_text():
     """Section 5's text reads the printout: with gain 3, inf appears right after the activations came
     close to 65504; with gain 0.25 the error after the last layer is about half the signal."""
