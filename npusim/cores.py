@@ -14,7 +14,9 @@ cores a kernel needs with its kernel type [S3 设置Kernel类型]:
 functions it calls) uses: Cube positions and instructions only -> ``aic_only``; Vector ones only ->
 ``aiv_only``; both in one body -> ``coupled``: one AI core that holds both units, as on the 910 (a
 difference from the hardware, where such a kernel is written as ``mix_aic_1_2``). Presets whose cores
-are coupled (``classic``) run every kernel that way.
+are coupled (``classic``) run every kernel that way. Should an inferred kernel still ask for a memory its
+core lacks (a position the scan could not see) before it has touched GM, the launch starts again on
+coupled cores (:mod:`npusim.launch`); a kernel type given to launch is always obeyed.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ def _names(fn, seen: set, depth: int) -> set[str]:
     glob = getattr(fn, "__globals__", {})
     cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if _filled(c)]
     values = [glob.get(n) for n in out] + cells + list(getattr(fn, "__defaults__", None) or ())
+    # ``module.helper(...)``: the attributes the code names, of the modules it names
+    values += [getattr(m, n, None) for m in values if isinstance(m, types.ModuleType) for n in out]
     out |= position_names(values)
     for v in values:
         for f in _callees(v):
@@ -93,6 +97,9 @@ def _callees(v) -> list:
         v = v.__func__
     if isinstance(v, types.FunctionType):
         return [v]
+    if not isinstance(v, (type, types.ModuleType, types.BuiltinFunctionType)) and hasattr(v, "__dict__") \
+            and not type(v).__module__.startswith(("builtins", "numpy", "npusim.tensor", "npusim.memory")):
+        v = type(v)   # an object the kernel is given (a plan, a tiling): its class's methods
     if isinstance(v, type) and not v.__module__.startswith(("builtins", "numpy")):
         out = []
         for klass in v.__mro__[:-1]:
@@ -112,10 +119,32 @@ def _filled(cell) -> bool:
     return True
 
 
+_INFERRED: dict[tuple, str] = {}
+
+
 def infer_kernel_type(kernel_fn: Callable, args=()) -> str:
     """``aic_only``, ``aiv_only`` or ``coupled`` from the names ``kernel_fn`` uses and the positions among
-    its launch ``args`` (see the module docs)."""
+    its launch ``args`` (see the module docs); memoised per kernel and argument types."""
+    try:
+        key = (kernel_fn, tuple(type(a) for a in args), frozenset(position_names(args)))
+        hash(key)
+    except TypeError:
+        key = None
+    k = _INFERRED.get(key) if key is not None else None
+    if k is None:
+        k = _infer(kernel_fn, args)
+        if key is not None:
+            if len(_INFERRED) > 512:
+                _INFERRED.clear()
+            _INFERRED[key] = k
+    return k
+
+
+def _infer(kernel_fn: Callable, args) -> str:
     names = _names(kernel_fn, set(), 0) | position_names(args)
+    for a in args:   # the objects a kernel is given: their classes' methods
+        for f in _callees(a):
+            names |= _names(f, set(), 1)
     cube, vec = bool(names & _CUBE_NAMES), bool(names & _VECTOR_NAMES)
     if cube and vec:
         return COUPLED
@@ -171,6 +200,15 @@ def plan(cfg, kernel_fn: Callable, block_dim: int, kernel_type: str | None, args
     return Plan(k, inferred, block_dim, 1, min(block_dim, cfg.num_cores))
 
 
+class KernelTypeError(UsageError):
+    """A core asked for a memory its kind does not have (see :func:`check_memory`)."""
+
+
+def coupled_plan(cfg, block_dim: int) -> Plan:
+    """The plan of a launch on coupled cores (both units in each), ``min(block_dim, num_cores)`` at once."""
+    return Plan(COUPLED, True, block_dim, 1, min(block_dim, cfg.num_cores))
+
+
 def check_memory(core, name: str) -> None:
     """Refuse a memory the running core does not have (an AIV has no L1/L0x, an AIC no UB)."""
     kind = core.kind
@@ -179,7 +217,7 @@ def check_memory(core, name: str) -> None:
     other = "aic" if kind == "aiv" else "aiv"
     how = "inferred from the kernel's code" if core.plan.inferred else "given to launch"
     unit = {"aiv": "Vector core (AIV)", "aic": "Cube core (AIC)"}
-    raise UsageError(
+    raise KernelTypeError(
         f"{name} is not in a {unit[kind]}: this kernel runs as {core.plan.kernel_type} ({how}) on "
         f"'{core.cfg.name}', whose {unit[kind]}s hold {', '.join(MEMORIES[kind])}; {name} belongs to the "
         f"{unit[other]}",

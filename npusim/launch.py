@@ -21,7 +21,7 @@ import numpy as np
 from .config import HardwareConfig, get_config
 from .chipsync import ChipSync
 from .core import Core, run_on
-from .cores import plan as plan_launch
+from .cores import KernelTypeError, Plan, coupled_plan, plan as plan_launch
 from .errors import UsageError
 from .instructions._usage import from_type_error
 from .l2 import L2Cache, current_shared
@@ -129,48 +129,66 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
         else:
             new_args.append(value)
 
+    kname = getattr(kernel_fn, "__name__", "kernel")
+    shared = l2 if l2 is not None else current_shared()
+    tried: list[MemorySystem] = []
+
+    def execute(plan: Plan) -> tuple[dict, MemorySystem, LaunchProgress]:
+        active, n_units = plan.active, plan.n_units
+        memsys = MemorySystem(cfg, active, shared)
+        tried.append(memsys)
+        for buf in gm.values():
+            memsys.register(buf)
+        chip = ChipSync(plan, [buf.tracker for buf in gm.values()])
+        shown = LaunchProgress(f"{kname} on {active} core(s)", n_units, cfg.cycles_to_us, progress)
+
+        def run_block(b: int, t0: float) -> tuple[Core, float]:
+            core = Core(cfg, b, block_dim, active, sanitize, t0=t0)
+            core.memsys = memsys
+            core.auto_sync = auto_sync
+            core.kind, core.kernel_block_idx, core.sub_block = plan.unit(b)
+            core.plan, core.chip = plan, chip
+            run_on(core)
+            with np.errstate(all="ignore"):   # once per kernel (and in its own thread), not per instruction
+                try:
+                    kernel_fn(*new_args, **new_kwargs)
+                except TypeError as e:   # an instruction called with arguments it does not take: its terms
+                    usage = from_type_error(e)
+                    if usage is None:
+                        raise
+                    raise usage from None
+            return core, core.finish()
+
+        prev = run_on(None)
+        try:
+            if active > 1:   # cores run at the same time: interleave their GM accesses in time order
+                sched = Interleaver()
+                memsys.sync = sched.sync
+                chip.sched = sched
+                cores = sched.run(n_units, active, run_block, chip.deadlock, shown)
+            else:            # one core: its blocks run one after another anyway
+                memsys.sync = lambda core, t: shown.tick(t)
+                cores, t = {}, 0.0
+                for b in range(n_units):
+                    cores[b], t = run_block(b, t)
+                    shown.block_done(t)
+        finally:
+            run_on(prev)
+        return cores, memsys, shown
+
     plan = plan_launch(cfg, kernel_fn, block_dim, kernel_type, list(bound.arguments.values()))
-    active = plan.active
-    n_units = plan.n_units
-    memsys = MemorySystem(cfg, active, l2 if l2 is not None else current_shared())
-    for buf in gm.values():
-        memsys.register(buf)
-    chip = ChipSync(plan, [buf.tracker for buf in gm.values()])
-    name = getattr(kernel_fn, "__name__", "kernel")
-    shown = LaunchProgress(f"{name} on {active} core(s)", n_units, cfg.cycles_to_us, progress)
-
-    def run_block(b: int, t0: float) -> tuple[Core, float]:
-        core = Core(cfg, b, block_dim, active, sanitize, t0=t0)
-        core.memsys = memsys
-        core.auto_sync = auto_sync
-        core.kind, core.kernel_block_idx, core.sub_block = plan.unit(b)
-        core.plan, core.chip = plan, chip
-        run_on(core)
-        with np.errstate(all="ignore"):   # once per kernel (and in its own thread), not per instruction
-            try:
-                kernel_fn(*new_args, **new_kwargs)
-            except TypeError as e:   # an instruction called with arguments it does not take: say so in its terms
-                usage = from_type_error(e)
-                if usage is None:
-                    raise
-                raise usage from None
-        return core, core.finish()
-
-    prev = run_on(None)
     try:
-        if active > 1:   # cores run at the same time: interleave their GM accesses in time order
-            sched = Interleaver()
-            memsys.sync = sched.sync
-            chip.sched = sched
-            cores = sched.run(n_units, active, run_block, chip.deadlock, shown)
-        else:            # one core: its blocks run one after another anyway
-            memsys.sync = lambda core, t: shown.tick(t)
-            cores, t = {}, 0.0
-            for b in range(n_units):
-                cores[b], t = run_block(b, t)
-                shown.block_done(t)
-    finally:
-        run_on(prev)
+        cores, memsys, shown = execute(plan)
+    except KernelTypeError:
+        # an inferred type missed a memory the kernel uses (a position reached in a way the scan does not
+        # see): if nothing has touched GM yet, the launch starts again on coupled cores, which have it all
+        m = tried[-1]
+        if not plan.inferred or any(b.tracker is not None and b.tracker.seq for b in gm.values()) \
+                or m.l2_hit_bytes or m.l2_miss_bytes or m.hbm_write_bytes:
+            raise
+        plan = coupled_plan(cfg, block_dim)
+        cores, memsys, shown = execute(plan)
+    active, n_units = plan.active, plan.n_units
     busy = {p.msprof_name: 0.0 for p in PIPES}
     path_bytes: dict[str, int] = {}
     records: list[tuple] = []
@@ -191,9 +209,9 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
             path_bytes[k] = path_bytes.get(k, 0) + v
         records.append(core.records)
         occupancy.append(core.occupancy)
-        block_reserved.append({mem_name: mem.top for mem_name, mem in core.memories.items()})
-        for mem_name, mem in core.memories.items():
-            reserved[mem_name] = max(reserved.get(mem_name, 0), mem.top)
+        block_reserved.append({name: mem.top for name, mem in core.memories.items()})
+        for name, mem in core.memories.items():
+            reserved[name] = max(reserved.get(name, 0), mem.top)
         macs += core.cube_macs
         issued += core.issued_macs
         cube_ideal += core.cube_ideal_cycles
@@ -204,7 +222,7 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
     if algorithmic_macs is not None and cube_dtype is not None:   # the useful work's ideal Cube time
         cube_ideal = int(algorithmic_macs) / cfg.cube_macs_per_cycle[cube_dtype]
     profile = Profile(
-        kernel=name, config=cfg, block_dim=block_dim,
+        kernel=kname, config=cfg, block_dim=block_dim,
         total_cycles=max(max(block_end), memsys.drained), block_start_cycles=block_start,
         block_end_cycles=block_end, pipe_busy_cycles=busy,
         path_bytes=path_bytes, cube_macs=macs, cube_ideal_cycles=cube_ideal, cube_dtype=cube_dtype,

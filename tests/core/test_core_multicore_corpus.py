@@ -475,3 +475,24 @@ def set_atomic_add_custom_slices(x, z):
     t = q.deque()
     ns.data_copy(z[ns.get_block_idx() * 8:], t, 8)
     q.free_tensor(t)
+
+
+def test_a_position_the_scan_cannot_see_falls_back_to_a_coupled_core_before_gm_is_touched():
+    @ns.kernel
+    def hidden(x, y):
+        pipe = ns.TPipe()
+        q = ns.TQueBind(getattr(ns.TPosition, "VEC" + "IN"), getattr(ns.TPosition, "VEC" + "OUT"))
+        pipe.init_buffer(q, 1, 64)
+        pipe.init_buffer(ns.TQue(getattr(ns.TPosition, "A" + "1")), 1, 512)   # an L1 queue: Cube memory
+        t = q.alloc_tensor(ns.float16)
+        ns.data_copy(t, x, 32)
+        q.enque(t)
+        t = q.deque()
+        ns.data_copy(y, t, 32)
+        q.free_tensor(t)
+
+    assert infer_kernel_type(hidden) == "aiv_only"   # the scan sees no position at all
+    x = np.arange(32, dtype=np.float16)
+    r = ns.launch(hidden, 1, x, np.zeros_like(x))
+    assert r.profile.kernel_type == "coupled"
+    np.testing.assert_array_equal(r["y"], x)
