@@ -130,7 +130,7 @@ def step_breakdown(rec: Recording, title: str = "one training step on the simula
     other = {r: 0.0 for r in roles}
     for x in rec.launches:
         (main if x.kernel == x.op else other)[x.role] += x.device_us
-    fig = _figure(6.5, 0.45 * len(roles) + 1.3)
+    fig = _figure(8.0, 0.45 * len(roles) + 1.5)
     ax = fig.add_subplot(1, 1, 1)
     ypos = np.arange(len(roles))[::-1]
     ax.barh(ypos, [main[r] for r in roles], color=palette.series(1), label="operator kernel", gid="kernel_us")

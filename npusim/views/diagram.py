@@ -15,6 +15,7 @@ register_notebook_display()  # a bare Figure shows inline
 _MEM = "#dbe9f6"
 _UNIT = "#fde2c8"
 _GM = "#e6e6e6"
+_LABEL_BOX = {"boxstyle": "square,pad=0.15", "fc": "white", "ec": "none"}
 
 
 def _size(n: int) -> str:
@@ -45,7 +46,9 @@ def core_diagram(config: HardwareConfig | str | None = None) -> Figure:
                     "top": (x + w / 2, y + h + 0.6), "bottom": (x + w / 2, y - 0.6)}[side]
         p, q = anchor(a, side_a), anchor(b, side_b)
         ax.add_patch(FancyArrowPatch(p, q, arrowstyle="-|>", mutation_scale=12, color="#333", lw=1.2))
-        ax.text((p[0] + q[0]) / 2, (p[1] + q[1]) / 2 + 1.2, label, ha="center", fontsize=7.5, color="#223")
+        # on a white patch, so an arrow never runs through its own or a neighbour's label
+        ax.text((p[0] + q[0]) / 2, (p[1] + q[1]) / 2 + 1.2, label, ha="center", fontsize=7.5, color="#223",
+                bbox=_LABEL_BOX, zorder=3)
 
     def route(points, label, label_at=0):
         """An arrow along a polyline (for paths that go around other boxes)."""
@@ -54,11 +57,12 @@ def core_diagram(config: HardwareConfig | str | None = None) -> Figure:
         ax.add_patch(FancyArrowPatch(points[-2], points[-1], arrowstyle="-|>", mutation_scale=12,
                                      color="#333", lw=1.2))
         (x0, y0), (x1, y1) = points[label_at], points[label_at + 1]
-        ax.text((x0 + x1) / 2, (y0 + y1) / 2 + 1.0, label, ha="center", fontsize=7.5, color="#223")
+        ax.text((x0 + x1) / 2, (y0 + y1) / 2 + 1.0, label, ha="center", fontsize=7.5, color="#223",
+                bbox=_LABEL_BOX, zorder=3)
 
     gm_rate = cfg.gm_rate(1)
     l2_rate = cfg.l2_bytes_per_cycle
-    box("GM", 1, 20, 12, 20, "L2 (GM)", f"{_size(cfg.l2_bytes)}\nshared by\n{cfg.num_cores} cores\nMTE2: hit / miss", _GM)
+    box("GM", 1, 20, 12, 20, "L2 (GM)", f"{_size(cfg.l2_bytes)}\nshared by\n{cfg.num_cores} cores\nMTE2 hit/miss", _GM)
     box("HBM", 1, 1, 12, 11, "HBM", f"{cfg.hbm_gb_per_s:.0f} GB/s\nfor the chip", _GM)
     arrow("HBM", "GM", "", side_a="top", side_b="bottom")
     ax.text(7.6, 15.6, "misses,\nwrite-backs", ha="left", fontsize=7, color="#223")

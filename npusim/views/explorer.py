@@ -51,7 +51,9 @@ _STYLE = ("<style>.npusim-busy img{opacity:.45;transition:opacity .15s}"
           ".npusim-computing:before{content:'';display:inline-block;width:.7em;height:.7em;margin-right:.4em;"
           "border:2px solid #57606a;border-top-color:transparent;border-radius:50%;"
           "animation:npusim-spin .8s linear infinite}"
-          "@keyframes npusim-spin{to{transform:rotate(360deg)}}</style>")
+          "@keyframes npusim-spin{to{transform:rotate(360deg)}}"
+          # a metric's value on one line ("14.894 us", "23 up / 23 down"), never broken inside
+          "table.npusim td{white-space:nowrap}</style>")
 
 
 _computing: list["BaseExplorer"] = []   # explorers whose function is running now, innermost last
@@ -163,7 +165,11 @@ class BaseExplorer:
         self.widget = w.VBox([w.HTML(_STYLE), *head,
                               w.HBox([*self.controls.values()], layout={"flex_flow": "row wrap"}),
                               w.HBox(buttons), self.status,
-                              w.HBox([self.output, self.table], layout={"align_items": "flex-start"})])
+                              # charts at their own size (never squeezed by a wide table, whose text would
+                              # shrink under 9 pt): the table goes below them when the row is too narrow
+                              w.HBox([self.output, self.table], layout={"align_items": "flex-start",
+                                                                        "flex_flow": "row wrap"})])
+        self.output.layout.flex = "0 0 auto"
         for widget in self.controls.values():
             widget.observe(self._on_change, names="value")
         _live.add(self)
