@@ -24,7 +24,7 @@ from npusim.course.grading import (CellRun, RunResult, lab_from_ids, lab_from_na
 
 pytestmark = pytest.mark.grading
 
-CELL_TIMEOUT = 8  # seconds; the endless loop costs two of these (its cell, then its check)
+CELL_TIMEOUT = 30  # seconds (a loaded 2-core machine needs ~10 s for the first import); the endless loop costs two
 
 # learner -> (lab, points per check, status)
 EXPECTED = {
@@ -92,7 +92,7 @@ def test_submissions_are_byte_identical_afterwards(graded):
 def test_gradebook_columns(graded):
     assert graded["header"] == ["learner", "lab", "file", *CHECKS, "total", "max", "status", "reason", "flags", "seconds"]
     for row in graded["rows"]:
-        assert float(row["seconds"]) < 60, row
+        assert float(row["seconds"]) < 6 * CELL_TIMEOUT, row   # the endless loop was stopped
 
 
 def test_reasons_in_the_gradebook(graded):
@@ -124,7 +124,7 @@ def test_feedback_holds_the_learner_facing_messages(graded):
     assert "[vector_add_fast] not finished yet" in text["dave"]
     assert "[peak_tflops] for the config 'a2'" in text["erin"] and "got 7.3728" in text["erin"]
     assert "NameError: name 'copy_cycles' is not defined" in text["judy"]
-    assert "did not finish within the 8 s cell time limit" in text["frank"]
+    assert f"did not finish within the {CELL_TIMEOUT} s cell time limit" in text["frank"]
     assert "kernel" in text["heidi"] and "1 of 2 points" in text["heidi"]
     assert "3 of 3 points" in text["alice"] and "PASSED vector_add_fast" in text["alice"]
     for learner, body in text.items():
@@ -282,12 +282,12 @@ def test_notebook_wall_clock_limit_kills_everything(tmp_path, monkeypatch):
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         cli(["grade", str(path), "--out", str(tmp_path / "gb.csv"), "--feedback-dir", str(tmp_path / "fb"),
-             "--timeout", "120", "--notebook-timeout", "15", "--root", str(ROOT)])
+             "--timeout", "120", "--notebook-timeout", "45", "--root", str(ROOT)])
     row = next(csv.DictReader((tmp_path / "gb.csv").open(encoding="utf-8")))
-    assert row["status"] == "notebook-timeout" and "15 s" in row["reason"]
+    assert row["status"] == "notebook-timeout" and "45 s" in row["reason"]
     # exercise 1's check had passed before the limit (read from what the grader logged as cells ran)
     assert (row["check-peak-tflops"], row["check-copy-cycles"], row["total"]) == ("1", "0", "1")
-    assert float(row["seconds"]) < 40
+    assert float(row["seconds"]) < 90
     assert _sha(path) == digest
     time.sleep(0.5)
     assert made, "the submission ran in a sandbox"

@@ -178,7 +178,7 @@ def test_a_detached_process_and_a_loop_ignoring_interrupts(setting):
     old_tmp, tempfile.tempdir = tempfile.tempdir, str(setting["tmp"])
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            cli(["grade", str(path), "--out-dir", str(out), "--root", str(setting["course"]), "--timeout", "15"])
+            cli(["grade", str(path), "--out-dir", str(out), "--root", str(setting["course"]), "--timeout", "40"])
     finally:
         tempfile.tempdir = old_tmp
     row = next(csv.DictReader((out / "gradebook.csv").open(encoding="utf-8")))

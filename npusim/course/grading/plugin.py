@@ -8,6 +8,7 @@ logs each cell's error name, message, ``PASSED`` line and that verdict."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import queue
@@ -186,8 +187,6 @@ def forged(item) -> str | None:
     if answer.get("status") != "ok":
         return "the grader's check of the checks could not run in the kernel (its start-up code was removed)"
     try:
-        import ast
-
         text = ast.literal_eval(answer["data"]["text/plain"])
     except (KeyError, ValueError, SyntaxError):
         return "the kernel's answer about the checks was not a string"

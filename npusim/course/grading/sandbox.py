@@ -296,7 +296,8 @@ class Sandbox:
         if self.uid is not None:
             jail.append(f"--uid={self.uid}")
         kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-        # without a user id of its own (copy), always a user namespace: root in it is nobody outside it
+        # without a user id of its own (copy), always a user namespace: its capabilities (dropped anyway
+        # before the kernel starts) count for nothing outside it
         return [*_unshare_prefix(self.uid is not None), *jail, "--", *kernel]
 
     def kernel_spec(self) -> Path:
