@@ -73,7 +73,8 @@ def _names(fn, seen: set, depth: int) -> set[str]:
     cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if _filled(c)]
     values = [glob.get(n) for n in out] + cells + list(getattr(fn, "__defaults__", None) or ())
     # ``module.helper(...)``: the attributes the code names, of the modules it names
-    values += [getattr(m, n, None) for m in values if isinstance(m, types.ModuleType) for n in out]
+    # (from the module's dict: getattr would run a module's __getattr__, e.g. numpy's deprecation warnings)
+    values += [vars(m).get(n) for m in values if isinstance(m, types.ModuleType) for n in out]
     out |= position_names(values)
     for v in values:
         for f in _callees(v):

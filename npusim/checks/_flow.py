@@ -36,7 +36,8 @@ class uses:
         if isinstance(exc, CheckFailed):
             show_failure(exc)
         elif is_unfinished(exc):
-            print(f"{self.exercise} is {unfinished_line(exc)}; this cell needs it and was skipped, the "
+            verb = "are" if self.exercise.startswith("exercises") else "is"   # "exercises 1 to 3 are ..."
+            print(f"{self.exercise} {verb} {unfinished_line(exc)}; this cell needs it and was skipped, the "
                   f"notebook goes on.")
         else:
             print("\n".join(compact(exc)), file=sys.stderr)

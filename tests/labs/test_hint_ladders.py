@@ -65,17 +65,8 @@ LADDERS = _ladders()
 SKELETONS = [(lab, key, ladder[-1]) for lab, key, ladder in LADDERS if isinstance(ladder[-1], Skeleton)]
 
 
-PENDING = {"05", "06", "07", "08", "09"}
-"""Labs whose ladders are being rewritten in parallel (issue 25 item 4, labs 05-09): their cases are
-expected to fail until that lands. Remove a lab from here as soon as its ladders pass."""
-
-
 def _marks(lab: str) -> list:
-    marks = [getattr(pytest.mark, f"lab{lab[:2]}")]
-    if lab[:2] in PENDING:
-        marks.append(pytest.mark.xfail(reason="ladders of labs 05-09 not rewritten yet (issue 25 item 4)",
-                                       strict=False))
-    return marks
+    return [getattr(pytest.mark, f"lab{lab[:2]}")]
 
 
 def _param(lab: str, key: str, *rest):
