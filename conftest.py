@@ -17,6 +17,10 @@ os.environ["NPUSIM_STRICT"] = "1"
 
 _LAB = re.compile(r"^(\d\d)_")
 
+# the generated learner notebooks (labs/) are tested by tests/labs, not collected as tests themselves (a
+# norecursedirs entry "labs" would also skip tests/labs: it matches folder names anywhere)
+collect_ignore = ["labs"]
+
 
 def pytest_configure(config):
     config._npusim_solved_outputs = {}  # lab -> what its solved cells printed (tests/labs/test_claims.py)

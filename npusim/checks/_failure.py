@@ -5,6 +5,7 @@ which refuse with a CheckFailed, need not import the checks' machinery."""
 from __future__ import annotations
 
 from ..tracebacks import RED, RESET
+from ..wrap import wrap
 
 
 class CheckFailed(AssertionError):

@@ -85,3 +85,22 @@ def test_simulator_and_usage_errors_are_shown_wrapped():
             assert all(visible_len(line) <= WIDTH for line in lines)
             shown.append(lines)
     assert len(shown) == 2
+
+
+def test_a_failing_check_in_ipython_is_an_error_shown_by_its_own_handler(capsys):
+    """In a kernel a failing check must stay an error (nbval and the grader see it) and render itself; a
+    handler that fails would be unregistered by IPython and the cell reported as passing."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from npusim import tracebacks
+
+    shell = InteractiveShell.instance()
+    try:
+        assert tracebacks.install()
+        res = shell.run_cell("from npusim import checks as check\ncheck.fold_bn(lambda *a: 1 / 0)")
+        shown = capsys.readouterr()
+    finally:
+        InteractiveShell.clear_instance()
+    assert type(res.error_in_exec).__name__ == "CheckFailed"
+    assert "Custom TB Handler failed" not in shown.out + shown.err
+    assert "[fold_bn]" in shown.out + shown.err
