@@ -43,22 +43,16 @@ class Interleaver:
     def sync(self, core, t: float) -> None:
         """Block ``core.block_idx`` is about to start a GM DMA at ``t``: let every block that is
         earlier go first."""
-        b = core.block_idx
-        self._outcome = ("sync", b, t)
-        ev = self._wake[b]
-        ev.clear()
-        self._back.set()
-        ev.wait()
-        if self._abort:
-            raise _Abort
-        from .core import run_on
-        run_on(core)
+        self._hand_back(core, ("sync", core.block_idx, t))
 
     def block(self, core) -> None:
         """Block ``core.block_idx`` waits until another block wakes it (see :meth:`wake`)."""
-        b = core.block_idx
-        self._outcome = ("block", b)
-        ev = self._wake[b]
+        self._hand_back(core, ("block", core.block_idx))
+
+    def _hand_back(self, core, outcome: tuple) -> None:
+        """Tell the scheduler ``outcome`` and sleep until it runs this block again."""
+        self._outcome = outcome
+        ev = self._wake[core.block_idx]
         ev.clear()
         self._back.set()
         ev.wait()
