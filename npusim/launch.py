@@ -54,7 +54,7 @@ class LaunchResult:
 def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConfig | str | None = None,
            sanitize: str = "error", l2: L2Cache | None = None, algorithmic_macs: int | None = None,
            auto_sync: bool = True, kernel_type: str | None = None, progress: bool | None = None,
-           **kwargs: Any) -> LaunchResult:
+           progress_title: str | None = None, **kwargs: Any) -> LaunchResult:
     """Run ``kernel_fn(*args, **kwargs)`` on ``block_dim`` blocks (``kernel<<<block_dim>>>(args)``).
 
     Numpy arrays among the arguments become :class:`GlobalTensor` in GM and are updated in place.
@@ -71,6 +71,8 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     KERNEL_TYPE_*), which cores of a split chip the blocks run on; None infers it (:mod:`npusim.cores`).
     ``progress``: a line that says how far the launch has got (simulated time, blocks done), in a notebook
     or on stderr: True from the start, None (default) once it has run for 2 s, False never.
+    ``progress_title``: what that line names (default: the kernel function's name), e.g. the call the
+    learner wrote, ``ops.call("matmul", ...)``, rather than the operator's internal kernel.
     The kernel runs with numpy's floating-point warnings off: inf and NaN are the hardware's answer.
     """
     if not isinstance(auto_sync, bool):
@@ -84,7 +86,7 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
     gc.disable()
     try:
         return _run_launch(kernel_fn, block_dim, args, kwargs, config, sanitize, l2, algorithmic_macs, auto_sync,
-                           kernel_type, progress)
+                           kernel_type, progress, progress_title)
     finally:
         if collect:
             gc.enable()
@@ -92,7 +94,7 @@ def launch(kernel_fn: Callable, block_dim: int, *args: Any, config: HardwareConf
 
 def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, config, sanitize: str,
                 l2: L2Cache | None, algorithmic_macs: int | None, auto_sync: bool, kernel_type: str | None,
-                progress: bool | None) -> LaunchResult:
+                progress: bool | None, progress_title: str | None = None) -> LaunchResult:
     cfg = get_config(config)
     if not isinstance(block_dim, (int, np.integer)) or block_dim < 1 or block_dim > 65535:
         raise UsageError(f"block_dim must be an int in 1..65535, got {block_dim!r}",
@@ -140,7 +142,7 @@ def _run_launch(kernel_fn: Callable, block_dim: int, args: tuple, kwargs: dict, 
         for buf in gm.values():
             memsys.register(buf)
         chip = ChipSync(plan, [buf.tracker for buf in gm.values()])
-        shown = LaunchProgress(f"{kname} on {active} core(s)", n_units, cfg.cycles_to_us, progress)
+        shown = LaunchProgress(f"{progress_title or kname} on {active} core(s)", n_units, cfg.cycles_to_us, progress)
 
         def run_block(b: int, t0: float) -> tuple[Core, float]:
             core = Core(cfg, b, block_dim, active, sanitize, t0=t0)

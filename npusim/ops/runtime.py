@@ -188,6 +188,13 @@ def get_workspace_size(name: str, *inputs: np.ndarray | None, out: list[np.ndarr
     return tiling.workspace_bytes, Executor(op, ctx, tiling, padded, list(out), hit, spent)
 
 
+def call_title(ex: Executor) -> str:
+    """The call as the learner wrote it, for the progress line: ``ops.call("matmul", 1024x1024, 1024x1024)``
+    (the operator's kernel functions, e.g. ``_matmul_float``, are internal names)."""
+    shapes = ", ".join("x".join(map(str, np.shape(a))) or "scalar" for a in ex.inputs if a is not None)
+    return f'ops.call("{ex.op.name}"' + (f", {shapes})" if shapes else ")")
+
+
 def execute(executor: Executor, workspace: np.ndarray | None = None, *, sanitize: str = "error",
             progress: bool | None = None) -> OpResult:
     """Stage 2 (aclnnXxx): launch the kernel of the executor's tiling key on its block_dim. ``progress``:
@@ -209,7 +216,7 @@ def execute(executor: Executor, workspace: np.ndarray | None = None, *, sanitize
             raise OpError(f"{ex.op.name}: workspace of {workspace.nbytes} B, {ex.tiling.workspace_bytes} B needed")
         args.append(workspace)
     run = launch(ex.op.kernels[ex.tiling.tiling_key], ex.tiling.block_dim, *args, ex.tiling,
-                 config=ex.ctx.config, sanitize=sanitize, progress=progress)
+                 config=ex.ctx.config, sanitize=sanitize, progress=progress, progress_title=call_title(ex))
     return OpResult(ex.outputs, run.profile, ex.tiling, ex.cache_hit, ex.tiling_s, [(ex.op.name, run.profile)])
 
 
