@@ -170,6 +170,7 @@ class BaseExplorer:
                               w.HBox([self.output, self.table], layout={"align_items": "flex-start",
                                                                         "flex_flow": "row wrap"})])
         self.output.layout.flex = "0 0 auto"
+        self.widget.add_class("npusim-explorer")   # a handle for browser tests and screenshots
         for widget in self.controls.values():
             widget.observe(self._on_change, names="value")
         _live.add(self)
