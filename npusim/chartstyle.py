@@ -36,9 +36,12 @@ PATH_COLOURS: dict[str, str] = {
     "GM->UB": "#fee08b", "GM->L1": "#d8b365", "L0C->GM": "#f1b6da", "UB->GM": "#de77ae",
     "L1->L0A": "#c7eae5", "L1->L0B": "#80cdc1", "L1->UB": "#35978f", "L0C->UB": "#01665e", "UB->UB": "#e0e0e0",
 }
-#: Runs or kernels side by side, in order: the first is the reference (dark grey).
-SERIES_COLOURS: tuple[str, ...] = ("#4d4d4d", "#2166ac", "#e08214", "#1a9850", "#762a83", "#b2abd2", "#8c510a",
-                                   "#c51b7d")
+#: Runs or kernels side by side, in order: the first is the reference (dark grey). They share charts and
+#: explorers with the families and paths (lab 06: a timeline beside the separate-vs-fused bars), so each is
+#: far from every family and path colour to the eye, not only as a hex code (:func:`check_distinct`): no
+#: "conv kernel" bar in a blue that reads as ``data_copy``'s.
+SERIES_COLOURS: tuple[str, ...] = ("#4d4d4d", "#2b2bd9", "#d62ad6", "#4f6000", "#b3003c", "#ff8877", "#6a00b0",
+                                   "#000080")
 #: Roofs of a roofline: compute peaks in reds and a dark green (vector), memory slopes in greys and black.
 ROOF_COLOURS: dict[str, str] = {
     "Cube fp16": "#a50f15", "Cube fp32": "#fb6a4a", "Cube int8": "#67000d", "Cube bf16": "#ef3b2c",
@@ -111,6 +114,38 @@ def check_disjoint() -> list[str]:
     return clashes
 
 
+def lab(colour: str) -> tuple[float, float, float]:
+    """A colour in CIE L*a*b* (D65): distances there follow how different two colours look."""
+    from matplotlib.colors import to_rgb
+
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(colour)]
+    m = ((0.4124, 0.3576, 0.1805), (0.2126, 0.7152, 0.0722), (0.0193, 0.1192, 0.9505))
+    xyz = [sum(a * b for a, b in zip(row, lin)) / w for row, w in zip(m, (0.95047, 1.0, 1.08883))]
+    f = [v ** (1 / 3) if v > 0.008856 else 7.787 * v + 16 / 116 for v in xyz]
+    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+
+def difference(a: str, b: str) -> float:
+    """How different two colours look (CIE76 delta E: about 2.3 is just noticeable, 20+ is another colour)."""
+    return sum((x - y) ** 2 for x, y in zip(lab(a), lab(b))) ** 0.5
+
+
+#: The smallest :func:`difference` between a series colour and any family or path colour.
+MIN_DIFFERENCE = 25.0
+
+
+def check_distinct(min_difference: float = MIN_DIFFERENCE) -> list[str]:
+    """Series colours (after the grey reference) that look like a family's or a path's colour: they are drawn
+    in the same explorers, so a learner would read one as the other. Empty when none does."""
+    others = {**{f"family:{k}": v for k, v in FAMILY_COLOURS.items()}, **{f"path:{k}": v for k, v in PATH_COLOURS.items()}}
+    found = []
+    for i, c in enumerate(SERIES_COLOURS[1:], 1):
+        name, near = min(others.items(), key=lambda kv: difference(c, kv[1]))
+        if difference(c, near) < min_difference:
+            found.append(f"series:{i} {c} looks like {name} {near} (delta E {difference(c, near):.0f})")
+    return found
+
+
 def series(i: int) -> str:
     """The colour of the ``i``-th run side by side (0: the reference)."""
     return SERIES_COLOURS[i % len(SERIES_COLOURS)]
@@ -124,6 +159,23 @@ def point(i: int) -> str:
 def path(name: str) -> str:
     """The colour of a data path (an unknown one: a neutral grey)."""
     return PATH_COLOURS.get(name, "#b0b0b0")
+
+
+def pyplot_cycle() -> list[str]:
+    """The colours a notebook's own matplotlib chart gets in turn (``C0``, ``C1``... and every line or bar
+    without a colour): the series colours, the reference grey last, so no own chart draws in a family's
+    colour."""
+    return [*SERIES_COLOURS[1:], SERIES_COLOURS[0]]
+
+
+def use_palette() -> None:
+    """Make the course's palette matplotlib's default colour cycle (``rcParams["axes.prop_cycle"]``): the
+    labs' first cells call it (``views.use_palette()``), so a chart a lab draws itself, ``C0`` included, takes
+    its colours from :data:`SERIES_COLOURS` and not matplotlib's tab10, whose colours are the families'."""
+    import matplotlib as mpl
+    from cycler import cycler
+
+    mpl.rcParams["axes.prop_cycle"] = cycler(color=pyplot_cycle())
 
 
 def readable(fig: Any, points: float | None = None) -> Any:

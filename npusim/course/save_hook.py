@@ -1,12 +1,14 @@
-"""What ``npusim start`` does when JupyterLab saves a notebook: ``solutions/`` keeps no trace of a run.
+"""What ``npusim start`` does when JupyterLab saves a notebook: the course's notebooks keep no trace of a run.
 
-``solutions/`` is the source every lab is generated from, committed without outputs (``npusim labs check
---strict``). A learner who opens a solution and runs it would otherwise have JupyterLab autosave its outputs,
-execution counts and kernel metadata into the repository. :func:`keep_solutions_clean` is the server's
-``ContentsManager.pre_save_hook``: for a notebook under ``solutions/`` it removes what running adds (outputs,
-execution counts, the cell metadata Jupyter writes, notebook metadata changes), so a run saves the file as it
-was; an edit of a cell's source is still saved. Other notebooks (``labs/``, a learner's own) are saved as
-they are.
+``solutions/`` is the source every lab is generated from and ``labs/`` is generated from it, both committed
+without outputs (``npusim labs check --strict``). A learner who opens a lab or a solution and runs it would
+otherwise have JupyterLab autosave its outputs, execution counts and kernel metadata into the repository,
+and ``labs check --strict`` would fail after an ordinary session. :func:`keep_solutions_clean` is the
+server's ``ContentsManager.pre_save_hook``: for a notebook directly under ``solutions/`` or ``labs/`` it
+removes what running adds (outputs, execution counts, the cell metadata Jupyter writes, notebook metadata
+changes), so a run saves the file as it was; an edit of a cell's source (the learner's answers) is still
+saved. The outputs stay on screen; Run All draws them again after a reload (a saved explorer would not come
+back anyway: its widgets need the kernel). Other notebooks (a learner's own) are saved as they are.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ import nbformat
 from .notebooks import JUPYTER_CELL_KEYS
 
 SOLUTIONS = "solutions"
+#: The folders whose notebooks are saved without what a run adds.
+COURSE_FOLDERS = (SOLUTIONS, "labs")
 
 
 def is_solution(path: str) -> bool:
-    """Whether an API path (relative to the server's root, ``/``-separated) is a notebook of ``solutions/``."""
+    """Whether an API path (relative to the server's root, ``/``-separated) is a notebook directly under
+    ``solutions/`` or ``labs/`` (:data:`COURSE_FOLDERS`)."""
     parts = PurePosixPath(path.strip("/")).parts
-    return len(parts) == 2 and parts[0] == SOLUTIONS and parts[1].endswith(".ipynb")
+    return len(parts) == 2 and parts[0] in COURSE_FOLDERS and parts[1].endswith(".ipynb")
 
 
 def strip_run(content: dict, on_disk: dict | None) -> dict:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time names load lazily b
     from .explorer import Control, Explorer, choice, int_choice, int_range, result_chart, toggle
     from .html import metrics_table, table
     from .layout import layout_problems, tidy
+    from .style import use_palette
     from .trace import TraceBuilder, to_chrome_trace
 
 _WHERE = {
@@ -32,6 +33,7 @@ _WHERE = {
     **dict.fromkeys(("Explorer", "Control", "int_choice", "int_range", "choice", "toggle", "result_chart"),
                     "explorer"),
     "core_diagram": "diagram",
+    "use_palette": "style",
     **dict.fromkeys(("layout_problems", "tidy"), "layout"),
 }
 

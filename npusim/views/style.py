@@ -23,7 +23,7 @@ from ..errors import UsageError
 from ..pipes import PIPE_ORDER, Pipe
 from ..profile import Profile
 from .. import chartstyle as _palette
-from ..chartstyle import FAMILY_COLOURS, FONT, MIN_POINTS, readable  # noqa: F401
+from ..chartstyle import FAMILY_COLOURS, FONT, MIN_POINTS, readable, use_palette  # noqa: F401
 
 #: Resolution figures are made for. Modest on purpose: the explorer redraws them on every slider move.
 DPI = _palette.DPI

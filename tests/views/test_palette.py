@@ -77,6 +77,13 @@ def test_the_palettes_sets_are_disjoint():
     assert chartstyle.check_disjoint() == []
 
 
+def test_series_colours_do_not_look_like_a_family_or_a_path():
+    assert chartstyle.check_distinct() == []
+    # the measure itself: the old series blue, 10 delta E from data_copy's, is caught
+    assert chartstyle.difference("#2166ac", chartstyle.FAMILY_COLOURS["data_copy (GM, L1, UB)"]) < 15
+    assert chartstyle.difference("#000000", "#ffffff") > 99
+
+
 def test_every_meaningful_colour_is_the_palettes(figures):
     known = set(chartstyle.meanings()) | {c.lower() for c in chartstyle.NEUTRAL}
     strays = {(name, c, m) for name, fig in figures.items() for c, m in coloured(fig) if c not in known}
@@ -104,3 +111,69 @@ def test_within_a_figure_one_colour_has_one_label(figures):
                 continue   # gids of one series (e.g. "gm_bytes|0|GM->UB") and family bars: checked above
             m = re.sub(r"[\d.,]+", "#", m)   # "reserved 32.0 KB" and "reserved 16.0 KB" mean one thing
             assert seen.setdefault(c, m) == m, f"{name}: {c} is both {seen[c]!r} and {m!r}"
+
+
+# --- the charts the labs draw themselves (matplotlib in a cell) -------------------------------------------
+
+_DRAWS = re.compile(r"\b(?:ax\w*|plt)\.(plot|bar|barh|hist|step|loglog|semilogx|semilogy|scatter|axvspan|axhspan|fill_between)\(")
+# a colour given as a string: after a colour keyword, or in a list given to one
+_COLOUR_ARG = re.compile(r"\b(?:color|colors|colour|fc|ec|facecolor|edgecolor)\s*=\s*(\[[^\]]*\]|\"[^\"]*\"|'[^']*')")
+_STRING = re.compile(r"\"([^\"]*)\"|'([^']*)'")
+# a plot call's format string with a colour letter ("rx", "k:", "bo-")
+_FORMAT = re.compile(r"\.(?:plot|loglog|semilogx|semilogy)\([^\"'\n]*[\"']([bgrcmykw])([-.:ox*+^sv]|--)*[\"']")
+
+
+def _allowed(colour: str) -> bool:
+    """A colour a lab may write: the cycle's ``C0``... (the palette, after ``views.use_palette()``), a palette
+    colour other than a family's (those mean an operation family, drawn by the package's timeline), a neutral
+    grey, black (the baseline's) or white."""
+    from matplotlib.colors import is_color_like
+
+    if re.fullmatch(r"C\d", colour) or not is_color_like(colour):
+        return True    # not a colour at all (a format or a label in the list)
+    known = {c for c, m in chartstyle.meanings().items() if not m.startswith("family:")}
+    return to_hex(colour) in known | {c.lower() for c in chartstyle.NEUTRAL} | {"#000000"}
+
+
+def _solutions():
+    import nbformat
+
+    from npusim.course.notebooks import find_root
+
+    root = find_root()
+    return [(p.name, nbformat.read(p, as_version=4)) for p in sorted((root / "solutions").glob("*.ipynb"))]
+
+
+@pytest.mark.parametrize("name,nb", _solutions(), ids=lambda v: v if isinstance(v, str) else "")
+def test_a_labs_own_charts_take_the_palettes_colours(name, nb):
+    """Every colour a lab's cells write is the palette's (a literal ``#1f77b4``, ``"red"`` or ``"rx"`` would be
+    matplotlib's tab10, i.e. a family's colour), and a lab that draws its own charts calls
+    ``views.use_palette()`` in its first cell, so the colours it leaves to matplotlib are the palette's too."""
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    strays = []
+    for src in code:
+        for arg in _COLOUR_ARG.findall(src):
+            strays += [s for m in _STRING.findall(arg) for s in m if s and not _allowed(s)]
+        strays += [f"format {m}" for m in _FORMAT.findall(src) if m[0] not in "kw"]
+    assert not strays, f"{name}: colours not from npusim.chartstyle: {strays}"
+    if any(_DRAWS.search(src) for src in code):
+        assert "views.use_palette()" in code[0], f"{name} draws its own charts: its first cell calls views.use_palette()"
+
+
+def test_the_notebook_check_sees_a_stray_colour():
+    assert not _allowed("#1f77b4") and not _allowed("red") and not _allowed("gray")
+    assert _allowed("C3") and _allowed("#999999") and _allowed("k") and _allowed(chartstyle.series(2))
+    assert _FORMAT.findall('ax.plot(x, y, "rx", label="skipped")') and not _FORMAT.findall('ax.plot(x, y, "o-")')
+
+
+def test_use_palette_sets_matplotlibs_cycle():
+    import matplotlib as mpl
+
+    saved = mpl.rcParams["axes.prop_cycle"]
+    try:
+        chartstyle.use_palette()
+        cycle = [c.lower() for c in mpl.rcParams["axes.prop_cycle"].by_key()["color"]]
+        assert cycle == [c.lower() for c in chartstyle.pyplot_cycle()]
+        assert not set(cycle) & {c.lower() for c in chartstyle.FAMILY_COLOURS.values()}
+    finally:
+        mpl.rcParams["axes.prop_cycle"] = saved
