@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ..profile import PATHS
-from .style import FONT, ROLE, as_profile, category_labels, figure, legend_above
+from .style import FONT, ROLE, as_profile, category_labels, figure, legend_above, value_labels
 from .style import readable
 
 
@@ -75,8 +75,8 @@ def bandwidth(profile: Any, baseline: Any = None) -> Figure:
         shown = [min(v, ylim) for v in vals]
         bars = ax.bar(x - 0.4 + w * (j + 0.5), shown, w, color=s.colour, label=s.label, gid=s.gid)
         if j == 0:
-            ax.bar_label(bars, labels=[f"{bw[p]['efficiency']:.0%}" if p in bw else "" for p in paths],
-                         fontsize=FONT["value"])
+            value_labels(bars, [f"{bw[p]['efficiency']:.0%}" if p in bw else "" for p in paths],
+                         clear_of=base_vals or None)
         for xi, v, bar in zip(x, vals, bars):
             if v > ylim:   # cut at the top: say how far up it goes
                 bar.set_hatch("//")

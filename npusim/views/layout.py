@@ -66,10 +66,10 @@ def _describe(t: Text) -> str:
     return repr(t.get_text().replace("\n", " ")[:60])
 
 
-def _data_extents(ax: Axes, renderer, legend: Legend) -> Iterable[tuple[str, object, bool]]:
+def _data_extents(ax: Axes, renderer, legend: Legend | None) -> Iterable[tuple[str, object, bool]]:
     """(what, geometry, clipped) of the axes' data: bars and patches (Bbox), lines and polygons (display
     paths), markers and texts (Bbox); ``clipped``: only its part inside the axes is drawn."""
-    inside = {id(a) for a in legend.findobj()}
+    inside = {id(a) for a in legend.findobj()} if legend is not None else set()
     for p in ax.patches:
         if id(p) in inside or not p.get_visible():
             continue
@@ -91,8 +91,10 @@ def _data_extents(ax: Axes, renderer, legend: Legend) -> Iterable[tuple[str, obj
             yield f"line {name}", path, line.get_clip_on()
         if line.get_marker() not in (None, "None", "", " "):
             r = line.get_markersize() * renderer.points_to_pixels(1.0) / 2
+            thin = max(1.0, line.get_markeredgewidth() * renderer.points_to_pixels(1.0) / 2)
+            rx, ry = {"_": (r, thin), "|": (thin, r)}.get(line.get_marker(), (r, r))   # a tick is a line
             for x, y in path.vertices:
-                yield f"marker of {name}", Bbox.from_extents(x - r, y - r, x + r, y + r), line.get_clip_on()
+                yield f"marker of {name}", Bbox.from_extents(x - rx, y - ry, x + rx, y + ry), line.get_clip_on()
     for coll in ax.collections:
         if id(coll) in inside or not coll.get_visible():
             continue
@@ -192,7 +194,7 @@ def labels_outside_axes(fig: Figure, renderer=None) -> list[str]:
 def overlapping_texts(fig: Figure, renderer=None) -> list[str]:
     """Pairs of texts drawn on top of each other."""
     renderer = renderer or _renderer(fig)
-    items = [(t, t.get_window_extent(renderer)) for t in texts(fig, renderer)]
+    items = [(t, _extent(t, renderer)) for t in texts(fig, renderer)]
     found = []
     for i, (a, ba) in enumerate(items):
         for b, bb in items[i + 1:]:
@@ -201,12 +203,41 @@ def overlapping_texts(fig: Figure, renderer=None) -> list[str]:
     return found
 
 
+def _extent(t: Text, renderer) -> Bbox:
+    """What a text covers: its box's patch when it has one (a numbered badge, a boxed name), else its glyphs."""
+    patch = t.get_bbox_patch()
+    if patch is not None and patch.get_visible():
+        t.update_bbox_position_size(renderer)
+        return patch.get_window_extent(renderer)
+    return t.get_window_extent(renderer)
+
+
+def labels_over_markers(fig: Figure, renderer=None) -> list[str]:
+    """Labels written over a data point (a marker of a line or a scatter): the point or the label is hidden."""
+    renderer = renderer or _renderer(fig)
+    drawn = {id(t) for t in texts(fig, renderer)}
+    found = []
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        inside = {id(a) for a in leg.findobj()} if leg is not None else set()
+        markers = [(what, box) for what, box, _ in _data_extents(ax, renderer, leg) if what.startswith("marker")]
+        for t in ax.texts:
+            if id(t) not in drawn or id(t) in inside:
+                continue
+            box = _extent(t, renderer)
+            for what, mbox in markers:
+                if _hits(mbox, box):
+                    found.append(f"label {_describe(t)} covers the {what}")
+                    break
+    return found
+
+
 def layout_problems(fig: Figure) -> list[str]:
-    """Everything :func:`texts_outside`, :func:`legend_overlaps`, :func:`labels_outside_axes` and
-    :func:`overlapping_texts` find."""
+    """Everything :func:`texts_outside`, :func:`legend_overlaps`, :func:`labels_outside_axes`,
+    :func:`overlapping_texts` and :func:`labels_over_markers` find."""
     renderer = _renderer(fig)
     return (texts_outside(fig, renderer) + legend_overlaps(fig, renderer) + labels_outside_axes(fig, renderer)
-            + overlapping_texts(fig, renderer))
+            + overlapping_texts(fig, renderer) + labels_over_markers(fig, renderer))
 
 
 # --- repairs ---------------------------------------------------------------------------------------
@@ -309,5 +340,5 @@ def _fit(fig: Figure, pad: float = 0.04, rounds: int = 4) -> None:
             ax.set_position((lo / w + p.x0 * sx, bo / h + p.y0 * sy, p.width * sx, p.height * sy))
 
 
-__all__ = ["labels_outside_axes", "layout_problems", "legend_overlaps", "overlapping_texts", "texts", "texts_outside",
+__all__ = ["labels_outside_axes", "labels_over_markers", "layout_problems", "legend_overlaps", "overlapping_texts", "texts", "texts_outside",
            "tidy"]

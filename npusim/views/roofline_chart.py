@@ -92,6 +92,60 @@ def _label_roofs(ax, roofs_: list[tuple[float, str, str]], x_hi: float, y_lo: fl
                 ha="right", va="bottom" if free else "top", fontsize="x-small", color=colour, gid="roof_label")
 
 
+def _clear_points(ax, x_lo: float) -> None:
+    """Move a roof label that covers a kernel's point or tick: below its roof instead of above (or above
+    instead of below), else to the roof's left end, where it starts at the ridge, else left of the ridge at
+    the roof's height, then the same places on two lines; the first place clear of every marker and of the
+    other labels wins (when none is, the label stays where it was)."""
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.transforms import Bbox
+
+    fig = ax.figure
+    renderer = RendererAgg(*(int(v) for v in fig.bbox.size), fig.dpi)   # measures text without drawing
+    marks = []
+    for line in ax.lines:
+        if (line.get_gid() or "").startswith(("point|", "own_roof|", "baseline")):
+            r = line.get_markersize() * fig.dpi / 72 / 2
+            ry = line.get_markeredgewidth() * fig.dpi / 72 / 2 if line.get_marker() == "_" else r   # a tick
+            for x, y in ax.transData.transform(np.column_stack(line.get_data())):
+                marks.append(Bbox.from_extents(x - r, y - ry, x + r, y + ry))
+    labels = [t for t in ax.texts if t.get_gid() == "roof_label"]
+
+    frame = ax.get_window_extent(renderer)
+
+    def clear(t) -> bool:
+        box = t.get_window_extent(renderer)
+        return frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1) and not any(Bbox.intersection(box, m) is not None for m in marks) and not any(
+            Bbox.intersection(box, o.get_window_extent(renderer)) is not None for o in labels if o is not t)
+
+    for t in labels:
+        if clear(t):
+            continue
+        x, y = t.get_position()
+        peak = y / 1.05 if t.get_va() == "bottom" else y * 1.05
+        start = next((ln.get_xdata()[0] for ln in ax.lines if (ln.get_gid() or "").startswith("roof|")
+                      and abs(ln.get_ydata()[0] / peak - 1) < 0.01), x_lo)
+        flip = "top" if t.get_va() == "bottom" else "bottom"
+        # below/above at the right end; at the roof's left end; left of the ridge, where the slopes are lower
+        places = [(x, flip, "right"), (start * 1.1, "bottom", "left"), (start * 1.1, "top", "left"),
+                  (start / 1.15, "center", "right")]
+        text = t.get_text()
+        tries = [(text, *p) for p in places] + [(text.replace(": ", ":\n", 1), *p) for p in [(x, t.get_va(), "right"),
+                                                                                          *places]]
+        for words, px, va, ha in tries:   # then on two lines: half as wide
+            t.set_text(words)
+            t.set_position((px, peak * {"bottom": 1.05, "top": 1 / 1.05}.get(va, 1.0)))
+            t.set_va(va)
+            t.set_ha(ha)
+            if clear(t):
+                break
+        else:
+            t.set_text(text)
+            t.set_position((x, y))
+            t.set_va("bottom" if flip == "top" else "top")
+            t.set_ha("right")
+
+
 def roofline(profiles: Any, labels: Sequence[str] | None = None, config=None, baseline: Any = None) -> Figure:
     """Roofline (log-log) of one or several kernels on the configured core.
 
@@ -160,6 +214,8 @@ def roofline(profiles: Any, labels: Sequence[str] | None = None, config=None, ba
             label="tick: its own roof (reads, writes, L2 hits)")
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo, y_hi)
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
     for axis, ticks, scale in ((ax.xaxis, xticks, 1.0), (ax.yaxis, yticks, 1e12)):
         axis.set_major_locator(FixedLocator(ticks))
         axis.set_minor_locator(NullLocator())  # minor log ticks cost drawing time and carry no label
@@ -172,4 +228,6 @@ def roofline(profiles: Any, labels: Sequence[str] | None = None, config=None, ba
         title += f"\nnot plotted (no FLOPs or no GM traffic): {', '.join(skipped)}"
     ax.set_title(title, loc="left", fontsize="medium")
     legend_right(ax)
-    return readable(fig)
+    readable(fig)
+    _clear_points(ax, x_lo)   # at the labels' final size
+    return fig

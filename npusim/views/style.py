@@ -178,6 +178,24 @@ def category_texts(ax, axis: str) -> list[str]:
     return [t.get_text() for t in ax.texts if t.get_gid() == f"category|{axis}"]
 
 
+def value_labels(bars, labels: Sequence[str], clear_of: Sequence[float] | None = None, fontsize: Any = None) -> None:
+    """Each bar's value written above it (``ax.bar_label``'s place), or above ``clear_of[i]`` when that is
+    higher: a pinned baseline's tick at the same x is not written over."""
+    ax = bars[0].axes if len(bars) else None
+    if ax is None:
+        return
+    for i, (bar, text) in enumerate(zip(bars, labels)):
+        if not text:
+            continue
+        y = bar.get_y() + bar.get_height()
+        if clear_of is not None and i < len(clear_of):
+            y = max(y, clear_of[i])
+        lift = 3.0 if clear_of is None else 4.5   # a baseline's tick is 2 pt thick: clear it by a little more
+        ax.annotate(text, (bar.get_x() + bar.get_width() / 2, y), xytext=(0, lift), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=fontsize if fontsize is not None else FONT["value"],
+                    gid="value_label")
+
+
 def legend_above(ax, ncols: int = 2, **kw) -> Any:
     """The axes' legend in one band above the plotting area, where it cannot cover data."""
     kw.setdefault("fontsize", "small")

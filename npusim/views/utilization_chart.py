@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MultipleLocator, PercentFormatter
 
 from ..pipes import PIPE_ORDER
-from .style import PIPE_LABELS, ROLE, as_profile, category_labels, figure, legend_above, pipe_label
+from .style import PIPE_LABELS, ROLE, as_profile, category_labels, figure, legend_above, pipe_label, value_labels
 from .style import readable
 
 
@@ -30,6 +30,7 @@ def utilization(profile: Any, baseline: Any = None) -> Figure:
     mac = ax.bar([mac_x], [prof.mac_utilization], color=ROLE["mac"],
                  label="Cube MAC utilization (% of peak)", gid="mac_utilization")
     top = max(1.0, *heights, prof.mac_utilization)
+    values = None
     if baseline is not None:
         base = as_profile(baseline)
         values = [base.pipe_ratio.get(k, 0.0) for k in keys] + [base.mac_utilization]
@@ -37,8 +38,8 @@ def utilization(profile: Any, baseline: Any = None) -> Figure:
                 markeredgewidth=2, label="baseline", gid="baseline")
         top = max(top, *values)
     ax.axvline(len(keys) - 0.25, color="#999999", lw=0.8, ls=":")
-    ax.bar_label(bars, labels=[f"{h:.0%}" for h in heights], fontsize="x-small")
-    ax.bar_label(mac, labels=[f"{prof.mac_utilization:.0%}"], fontsize="x-small")
+    value_labels(bars, [f"{h:.0%}" for h in heights], clear_of=values[:-1] if values else None, fontsize="x-small")
+    value_labels(mac, [f"{prof.mac_utilization:.0%}"], clear_of=values[-1:] if values else None, fontsize="x-small")
     category_labels(ax, "x", [*range(len(keys)), mac_x], [PIPE_LABELS[p] for p in PIPE_ORDER] + ["Cube MAC"],
                     fontsize="small")
     ax.set_xlim(-0.6, mac_x + 0.6)

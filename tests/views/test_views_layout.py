@@ -10,8 +10,8 @@ from matplotlib.figure import Figure
 
 from npusim import views
 from npusim.views import charts
-from npusim.views.layout import (labels_outside_axes, layout_problems, legend_overlaps, overlapping_texts,
-                                 texts_outside, tidy)
+from npusim.views.layout import (labels_outside_axes, labels_over_markers, layout_problems, legend_overlaps,
+                                 overlapping_texts, texts_outside, tidy)
 
 pytestmark = pytest.mark.views
 
@@ -59,11 +59,33 @@ def test_model_charts_are_readable():
     graph = nm.small_cnn()
     before = nm.run_model(graph, nm.images(2), label="as captured")
     after = nm.run_model(nm.optimize(graph), nm.images(2), label="after the pass")
-    for fig in (nm.charts.timeline(before), nm.charts.breakdown([before, after], ["before", "after"]),
-                nm.charts.op_utilization(before)):
+    for fig in (nm.charts.timeline(before), nm.charts.breakdown([before, after], ["before", "after"])):
         assert layout_problems(fig) == []
+    ops = nm.charts.op_utilization(before)
+    assert [p for p in layout_problems(ops) if p not in labels_over_markers(ops)] == []
     # the placement chart is lab 09's own issue: only its text must stay inside the figure
     assert texts_outside(nm.charts.placement(graph)) == []
+
+
+@pytest.mark.xfail(reason="npusim/model/charts.py (another helper's): op_utilization's 'main kernel, of the "
+                          "cores it used' dots sit on the bars' value labels", strict=True)
+def test_model_op_chart_labels_clear_its_dots():
+    from npusim import model as nm
+
+    assert labels_over_markers(nm.charts.op_utilization(nm.run_model(nm.small_cnn(), nm.images(2)))) == []
+
+
+def test_roofline_labels_clear_the_points_lab_00_plots():
+    """Lab 00's roofline cell: a matmul's point sat on the Cube fp32 roof's label."""
+    from npusim.kernels.matmul import MatmulTiling, run_matmul
+    from npusim.kernels.vector_add import run_vector_add
+
+    x, y = np.random.default_rng(0).random((2, 1 << 18)).astype(np.float16)
+    a = np.random.default_rng(1).standard_normal((2, 512, 512)).astype(np.float16)[0]
+    b2 = np.random.default_rng(3).standard_normal((512, 1024)).astype(np.float16)
+    profs = [run_vector_add(x, y, tile=8192).profile, run_matmul(a, a, tiling=MatmulTiling(128, 128, 64, 2)).profile,
+             run_matmul(a, b2, out_dtype=np.float16, tiling=MatmulTiling(256, 64, 64, 2, step_n=2, depth_a1=8)).profile]
+    assert layout_problems(charts.roofline(profs, labels=["vector add", "matmul 512³", "matmul, A kept in L1"])) == []
 
 
 # --- the checker catches what it claims to -----------------------------------------------------------
@@ -118,6 +140,22 @@ def test_checker_sees_overlapping_texts_and_tidy_flips_annotations():
     frame = ax.get_window_extent()
     box = ax.texts[-1].get_window_extent()
     assert box.x1 <= frame.x1 + 1 and layout_problems(fig) == []
+
+
+def test_checker_sees_a_label_over_a_point_and_a_boxed_badge_over_a_box():
+    fig = Figure(figsize=(4, 3), dpi=80)
+    ax = fig.add_axes((0.15, 0.15, 0.8, 0.75))
+    ax.plot([0.5], [0.5], "o", markersize=10, gid="point")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.text(0.5, 0.5, "over the point", ha="center", va="center")
+    assert labels_over_markers(fig) == ["label 'over the point' covers the marker of point"]
+    ax.texts[0].set_position((0.5, 0.9))
+    assert labels_over_markers(fig) == []
+    # two numbered badges whose glyphs are apart but whose circles touch (lab 09's copies 18 and 19)
+    for x, n in ((0.30, "18"), (0.36, "19")):
+        ax.text(x, 0.2, n, ha="center", va="center", bbox={"boxstyle": "circle,pad=0.3", "fc": "red"})
+    assert any("'18' and '19' overlap" in p for p in overlapping_texts(fig))
 
 
 def test_fusion_chart_is_readable():
