@@ -17,7 +17,9 @@ HIGHER_IS_BETTER = frozenset({"mac_utilization", "roofline_efficiency"})
 
 
 def _is_fraction(key: str) -> bool:
-    return key.endswith("_ratio") or key in ("mac_utilization", "roofline_efficiency")
+    # fractions shown as percentages: every busy ratio and utilisation, and the L2 hit rate (a "0" beside
+    # "0.0%" read as two kinds of number)
+    return key.endswith(("_ratio", "_utilization", "_hit_rate")) or key == "roofline_efficiency"
 
 
 def format_metric(key: str, value: float) -> str:

@@ -141,6 +141,9 @@ def test_metrics_table_formats_and_deltas(vadd, vadd_fast):
     assert f"{pp:+.1f} pp" in table
     with pytest.raises(ns.UsageError, match="unknown metric"):
         metrics_table(vadd, keys=["speed"])
+    # every fraction as a percentage (lab 01's table showed "l2_hit_rate 0" beside "mac_utilization 0.0%")
+    shares = metrics_table(vadd, keys=["l2_hit_rate", "chip_mac_utilization", "mac_utilization"])
+    assert shares.count("0.0%") == 3, shares
 
 
 def test_widget_displays():
