@@ -123,6 +123,17 @@ def _hook_cell_runs() -> None:
         _hooked = True
 
 
+def _readable_as_shown(fig: Figure) -> None:
+    """A notebook's own chart (a function the lab passes in ``charts``) as the package's charts are: no text
+    under the minimum size (matplotlib's default 10 pt reads as 8 CSS pt at 80 dpi), and, since the explorer
+    shows a figure uncropped, every text inside it (the axes shrink when a bigger label would be cut)."""
+    from ..chartstyle import readable
+    from .layout import _fit
+
+    readable(fig)
+    _fit(fig)
+
+
 class BaseExplorer:
     """The widget part every explorer shares: controls, a status line ("computing ...", or the last
     error), charts, a table, a baseline and a cache of redraws. Subclasses implement :meth:`_compute`."""
@@ -360,5 +371,9 @@ class Explorer(BaseExplorer):
             return compare([self.baseline, profile], ["baseline", "current"])
         arg = result if getattr(chart, "takes_result", False) else profile
         if self.baseline is not None and _takes_baseline(chart):
-            return chart(arg, baseline=self.baseline)
-        return chart(arg)
+            fig = chart(arg, baseline=self.baseline)
+        else:
+            fig = chart(arg)
+        if isinstance(fig, Figure) and not getattr(chart, "__module__", "").startswith("npusim."):
+            _readable_as_shown(fig)
+        return fig

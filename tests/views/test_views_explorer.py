@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 
 import npusim as ns
 from npusim.kernels.vector_add import run_vector_add
@@ -240,3 +241,28 @@ def test_long_work_reports_its_progress_on_the_status_line():
     explorer.controls["n"].value = 512
     assert ["step 1 of 2" in seen[0], "step 2 of 2" in seen[1]] == [True, True], seen
     assert explorer.status.value == "" and report_progress("after") is False
+
+
+def test_a_labs_own_chart_is_shown_readable(vadd):
+    """A chart function of the notebook (lab 05's error histogram, lab 04's comparison) gets the package's
+    minimum text size, and its texts stay inside the figure the explorer shows uncropped."""
+    from matplotlib.text import Text
+
+    from npusim.views.layout import texts_outside
+    from npusim.views.style import MIN_POINTS
+
+    def own_chart(profile):
+        fig = Figure(figsize=(3.0, 2.0), dpi=80)
+        ax = fig.subplots()
+        ax.hist([1, 2, 2, 3], 3)
+        ax.set_xlabel("a label", fontsize=7)
+        ax.set_title("a title")
+        fig.subplots_adjust(left=0.1, bottom=0.15, right=0.99, top=0.9)   # tight for 7 pt, not for 10.8
+        return fig
+
+    own_chart.__module__ = "__main__"   # as when defined in a notebook cell
+    ex = Explorer(lambda tile: vadd, [int_choice("tile", [1024])], charts=[own_chart])
+    fig = ex.last_figures["own_chart"]
+    fig.canvas.draw()
+    assert min(t.get_fontsize() for t in fig.findobj(Text) if t.get_text()) >= MIN_POINTS
+    assert texts_outside(fig) == []
