@@ -115,8 +115,10 @@ def mine_or_reference(exercise: str, mine: Any, *old: Any) -> Any:
         raise KeyError(f"no stand-in for {exercise!r}; exercises with one: {', '.join(known)}")
     if finished(mine):
         return mine
-    print(f"{exercise}: not finished yet, so this cell uses the package's version (finish it, then run this "
-          f"cell again to use yours).")
+    from ..wrap import wrap
+
+    print(wrap(f"{exercise}: not finished yet, so this cell uses the package's version (finish it, then run this "
+               f"cell again to use yours)."))   # at 100 characters: the browser would break it inside a word
     return resolve(ex.stand_in)
 
 

@@ -104,3 +104,18 @@ def test_a_failing_check_in_ipython_is_an_error_shown_by_its_own_handler(capsys)
     assert type(res.error_in_exec).__name__ == "CheckFailed"
     assert "Custom TB Handler failed" not in shown.out + shown.err
     assert "[fold_bn]" in shown.out + shown.err
+
+
+def test_the_stand_in_line_is_wrapped(capsys):
+    """``mine_or_reference``'s "not finished yet" line (125 characters for lab 06's fused-pipeline) broke
+    inside "yours" in the browser."""
+    from npusim import checks as check
+    from npusim.wrap import WIDTH
+
+    def my_kernel():
+        raise NotImplementedError
+
+    check.mine_or_reference("fused-pipeline", my_kernel)
+    out = capsys.readouterr().out
+    assert "not finished yet" in out and "yours)." in out
+    assert all(len(line) <= WIDTH for line in out.splitlines()) and len(out.splitlines()) == 2
