@@ -160,13 +160,15 @@ def _im2col(x5: np.ndarray, g: ConvGeometry) -> np.ndarray:
     return cols.reshape(g.n * g.ho * g.wo, g.k1 * g.c0)
 
 
-def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` as the Cube's Mmad computes it (float64 BLAS on at least 16 x 16 outputs, as its whole
-    fractals are: a product with one row or column would take another BLAS routine, another order)."""
-    m, n = a.shape[0], b.shape[1]
-    if m < 16:
-        a = np.concatenate([a, np.zeros((16 - m, a.shape[1]))])
-    return (np.ascontiguousarray(a) @ np.ascontiguousarray(b))[:m, :n]
+def _k_steps(g: ConvGeometry, t) -> list[tuple[int, int]]:
+    """``(first im2col column, columns)`` of each Mmad of a tile, in the kernel's order: per Cin block,
+    its ``k_tile`` columns."""
+    steps = []
+    for ci0, cc in t.cin_blocks(g):
+        k_base = (ci0 // g.c0) * g.kk * g.c0
+        k_block = -(-cc // g.c0) * g.kk * g.c0
+        steps += [(k_base + k0, min(t.k_tile, k_block - k0)) for k0 in range(0, k_block, t.k_tile)]
+    return steps
 
 
 def conv2d_img2col(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, g: ConvGeometry, t,
@@ -179,31 +181,35 @@ def conv2d_img2col(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, g: Con
 
 def _conv2d_img2col(x, w, bias, g: ConvGeometry, t, relu: bool) -> np.ndarray:
     dt = x.dtype
-    x5 = to_nc1hwc0(np.ascontiguousarray(x, dtype=dt))
-    cols = _im2col(x5, g)
+    cols = _im2col(to_nc1hwc0(np.ascontiguousarray(x, dtype=dt)), g)
     wz = fractal_z_weights(w, g).reshape(g.k1, g.n1, 16, g.c0)
     wmat = wz.transpose(0, 3, 1, 2).astype(np.float64).reshape(g.k1 * g.c0, g.n1 * 16)
-    m = cols.shape[0]
-    acc = np.zeros((m, g.n1 * 16), np.float32)
-    if bias is not None:
-        acc[:, :g.cout] = (np.asarray(bias, dt).astype(np.float64) + 0.0).astype(np.float32)
-    steps = []
-    for ci0, cc in t.cin_blocks(g):
-        k_base = (ci0 // g.c0) * g.kk * g.c0
-        k_block = -(-cc // g.c0) * g.kk * g.c0
-        steps += [(k_base + k0, min(t.k_tile, k_block - k0)) for k0 in range(0, k_block, t.k_tile)]
-    real = np.ones(m, bool)          # positions whose band reads at least one image row
+    bias_row = np.zeros(g.n1 * 16, np.float32)
+    if bias is not None:   # the bias Mmad: ones @ bias, a float64 sum from +0
+        bias_row[:g.cout] = (np.asarray(bias, dt).astype(np.float64) + 0.0).astype(np.float32)
+    steps = _k_steps(g, t)
+    acc = np.zeros((g.n * g.ho * g.wo, g.n1 * 16), np.float32)
+    # every L0C tile as the kernel computes it: the same matrices (rows and columns padded to whole
+    # fractals) in the same order, so that each float64 product is the same BLAS call
     for n, ho0, rows in work_items(g, t.rows):
         top = ho0 * g.sh - g.ph
-        if min(g.h, top + g.in_rows(rows)) <= max(0, top):
-            real.reshape(g.n, g.ho, g.wo)[n, ho0:ho0 + rows] = False
-    part = acc[real]
-    first = bias is None
-    for k0, kt in steps:
-        dot = _matmul(cols[real, k0:k0 + kt], wmat[k0:k0 + kt])
-        part = dot.astype(np.float32) if first else (dot + part).astype(np.float32)   # one rounding per step
-        first = False
-    acc[real] = part
+        real = min(g.h, top + g.in_rows(rows)) > max(0, top)   # else: a band of padding rows, no K work
+        base = (n * g.ho + ho0) * g.wo
+        positions = rows * g.wo
+        for m0 in range(0, positions, t.m_tile):
+            mt = min(t.m_tile, positions - m0)
+            r0 = base + m0
+            for co0, cb in t.cout_blocks(g):
+                n16 = -(-cb // 16) * 16
+                tile = np.broadcast_to(bias_row[co0:co0 + n16], (mt, n16)).copy()
+                first = bias is None and real
+                for k0, kt in (steps if real else ()):
+                    a = np.zeros((-(-mt // 16) * 16, kt))
+                    a[:mt] = cols[r0:r0 + mt, k0:k0 + kt]
+                    dot = (a @ np.ascontiguousarray(wmat[k0:k0 + kt, co0:co0 + n16]))[:mt]
+                    tile = dot.astype(np.float32) if first else (dot + tile).astype(np.float32)   # one rounding
+                    first = False
+                acc[r0:r0 + mt, co0:co0 + n16] = tile
     res = acc[:, :g.cout]
     if relu:   # Fixpipe's ReLU, before its cast (the same values)
         res = np.maximum(res, np.float32(0))
