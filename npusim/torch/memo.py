@@ -7,7 +7,8 @@ never on the values (no kernel of the library branches on data; the same idea as
 :mod:`npusim.model.memo`). So the adapter simulates the first call of each :func:`key` and reuses its
 launches (profiles) for every later call with that key, the timing exactly the simulated one. The
 sanitizer's checks are about accesses (races, bounds, uninitialised reads), never about values, so a
-reused call would find what the first one found: nothing, or the first call had raised.
+reused call would find what the first one found: nothing (else the first call had raised; with
+``sanitize="warn"`` its warnings are shown once, at the first call).
 
 The values of a reused call are computed on the host by :func:`conv2d_img2col`, which repeats the
 **arithmetic** of the three img2col launches (NCHW -> NC1HWC0 on the Cube, the convolution, NHWC -> NCHW)
