@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 import pytest
 
@@ -24,6 +25,18 @@ collect_ignore = ["labs"]
 
 def pytest_configure(config):
     config._npusim_solved_outputs = {}  # lab -> what its solved cells printed (tests/labs/test_claims.py)
+
+
+@pytest.fixture(autouse=True)
+def _no_figure_left_open():
+    """Each test starts without pyplot figures: tests that run notebook cells in-process leave the cells'
+    figures open (plt.show does nothing under Agg), and which test runs next in the same process depends on
+    how the run is split (``-n``). Closed after the test's own fixtures, so that tests/views' leak check
+    still sees a figure its test leaves."""
+    yield
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None:
+        plt.close("all")
 
 
 def pytest_runtest_teardown(item):
@@ -57,6 +70,8 @@ def pytest_collection_modifyitems(config, items):
 # order in one kernel, and the claims tests read what those runs printed (config._npusim_solved_outputs
 # above, kept per process): solutions/ and test_claims.py are one group.
 _SOLUTIONS_GROUP = ("solutions/", "tests/labs/test_claims.py")
+# folders whose conftest.py has session fixtures (a model run, profiles): one group, so computed once
+_ONE_GROUP_PER_FOLDER = ("tests/model/", "tests/views/")
 # files whose module-scoped fixtures are per parameter: one group per parameter (e.g. one lab's Run All)
 _SPLIT_BY_PARAMETER = ("tests/labs/test_learner_labs.py",)
 
@@ -66,6 +81,9 @@ def xdist_group(nodeid: str) -> str:
     path, _, rest = nodeid.partition("::")
     if path.startswith(_SOLUTIONS_GROUP):
         return "solutions"
+    for folder in _ONE_GROUP_PER_FOLDER:
+        if path.startswith(folder):
+            return folder
     if path in _SPLIT_BY_PARAMETER and "[" in rest:
         return f"{path}[{rest.split('[', 1)[1]}"
     return path
