@@ -70,6 +70,7 @@ def graded(tmp_path_factory):
             "header": header, "feedback": fb, "stdout": buf.getvalue(), "seconds": seconds}
 
 
+@pytest.mark.slow  # grades the class (once, in the fixture)
 def test_marks_are_exact(graded):
     assert graded["code"] == 0
     rows = {r["learner"]: r for r in graded["rows"]}
@@ -83,18 +84,21 @@ def test_marks_are_exact(graded):
         assert all(row[c] == "" for c in other), f"{learner}: checks of another lab must stay blank"
 
 
+@pytest.mark.slow  # grades the class (once, in the fixture)
 def test_submissions_are_byte_identical_afterwards(graded):
     for path, digest in graded["before"].items():
         assert _sha(path) == digest, f"{path.name} was modified"
     assert sorted(os.listdir(graded["dir"] / "submissions")) == graded["listing"], "nothing written beside them"
 
 
+@pytest.mark.slow  # grades the class (once, in the fixture)
 def test_gradebook_columns(graded):
     assert graded["header"] == ["learner", "lab", "file", *CHECKS, "total", "max", "status", "reason", "flags", "seconds"]
     for row in graded["rows"]:
         assert float(row["seconds"]) < 6 * CELL_TIMEOUT, row   # the endless loop was stopped
 
 
+@pytest.mark.slow  # grades the class (once, in the fixture)
 def test_reasons_in_the_gradebook(graded):
     reason = {r["learner"]: r["reason"] for r in graded["rows"]}
     assert reason["alice"] == "" and reason["bob"] == ""
@@ -106,6 +110,7 @@ def test_reasons_in_the_gradebook(graded):
     assert "`check-peak-tflops` had been changed" in reason["erin"]
 
 
+@pytest.mark.slow  # grades the class (once, in the fixture)
 def test_progress_lines_give_each_grading_time(graded):
     lines = [line for line in graded["stdout"].splitlines() if line.rstrip().endswith(".ipynb")]
     assert len(lines) == len(EXPECTED)
@@ -113,6 +118,7 @@ def test_progress_lines_give_each_grading_time(graded):
     assert "graded 10 submission(s)" in graded["stdout"]
 
 
+@pytest.mark.slow  # grades the class (once, in the fixture)
 def test_feedback_holds_the_learner_facing_messages(graded):
     fb = graded["feedback"]
     files = sorted(p.stem for p in fb.glob("*.md"))
@@ -263,6 +269,7 @@ def _left_behind(sandboxes) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc to look for leftover kernels")
 def test_notebook_wall_clock_limit_kills_everything(tmp_path, monkeypatch):
     from npusim.course.grading import sandbox as sandbox_mod
