@@ -64,6 +64,41 @@ def _busiest_core(g: ConvGeometry, cfg, t: ConvTiling, reads: int, compute: floa
     return busiest, len(items)
 
 
+def _staged(g: ConvGeometry, cfg, epilogue: Epilogue | None, t: ConvTiling) -> ConvTiling | None:
+    """``t`` as a staged tiling (:mod:`.staged`): every input channel in the band, the core's Cout group's
+    weights resident, three band buffers if L1 holds them, else two; None when it does not fit."""
+    if t.cin_block < g.cin or t.l0c_buffers < 2:
+        return None
+    for l1b in (3, 2):
+        s = dataclasses.replace(t, staged=True, weights_resident=True, l1_buffers=l1b, reasons=t.reasons)
+        if _fits(s, g, cfg, epilogue):
+            return s
+    return None
+
+
+def _busiest_staged(g: ConvGeometry, cfg, t: ConvTiling, compute: float, cores: int) -> tuple[float, int]:
+    """Estimated cycles of the busiest core of a staged tiling, and the work items: the core's items as
+    :meth:`ConvTiling.core_items` deals them; its Mmads (its share of ``compute`` by rows and channels),
+    or, if slower, its group's weights at the GM port and its bands at the L2 rate (the transform that
+    wrote them leaves them there), plus the first piece's load."""
+    active = min(t.work_items(g), cores)
+    unit_mmad = compute / (g.n * g.ho * g.cout)
+    band_bytes = lambda rows: round_up(g.cin, g.c0) * g.isz * g.w * min(g.in_rows(rows), g.h)
+    busiest = 0.0
+    for c in range(active):
+        mine = t.core_items(g, c, active)
+        if not mine:
+            continue
+        chans = [sum(cb for _, cb in t.group_blocks(g, grp)) for _, grp in mine]
+        mm = sum(unit_mmad * band[2] * ch for (band, _), ch in zip(mine, chans))
+        groups = len({grp for _, grp in mine})   # weight (re)loads
+        w = groups * g.k1 * t.group_n1(g) * FRACTAL_BYTES
+        data = w / cfg.gm_port_bytes_per_cycle + sum(band_bytes(b[2]) for b, _ in mine) / cfg.l2_bytes_per_cycle
+        first = (w / 8 + band_bytes(mine[0][0][2]) / 8) / cfg.gm_port_bytes_per_cycle + 2 * cfg.gm_startup_cycles
+        busiest = max(busiest, first + max(mm, data))
+    return busiest, t.work_items(g)
+
+
 def _split_img2col(g: ConvGeometry, cfg, epilogue: Epilogue | None, cores: int) -> ConvTiling:
     """The img2col tiling for ``cores`` cores: among Cout blocks of 256 to 64 channels, Cout groups and band
     heights that give about one to four items per core, the lowest estimated time of the busiest core:
@@ -85,13 +120,24 @@ def _split_img2col(g: ConvGeometry, cfg, epilogue: Epilogue | None, cores: int) 
         except ns.CapacityError:
             continue
         t = dataclasses.replace(t, cout_split=min(split, len(t.cout_blocks(g))))
-        busiest, items = _busiest_core(g, cfg, t, reads, compute, cores)
-        key = (busiest, items)
+        staged = _staged(g, cfg, epilogue, t)
+        if staged is not None:   # any staged tiling goes before the plain ones (see _busiest_staged)
+            busiest, items = _busiest_staged(g, cfg, staged, compute, cores)
+            key = (0, busiest, items)
+            t = staged
+        else:
+            busiest, items = _busiest_core(g, cfg, t, reads, compute, cores)
+            key = (1, busiest, items)
         if best is None or key < best[0]:
             best = (key, t, items)
     if best is None:
         return _choose_img2col(g, cfg, epilogue)
-    (busiest, _), t, items = best
+    (_, busiest, _), t, items = best
+    if t.staged:   # the staged line tells where the weights are
+        t = dataclasses.replace(t, reasons=tuple(r for r in t.reasons if not r.startswith("weights:")) + (
+            f"staged: each core keeps its Cout group's weights ({g.k1 * t.group_n1(g) * FRACTAL_BYTES} B) in L1 "
+            f"and starts after the first of {min(8, ceil_div(g.k1 * g.c0, t.k_tile))} K pieces of its first "
+            f"band(s) and weights; {t.l1_buffers} band buffers (npusim.conv.staged)",))
     why = (f"cores: {items} work items (bands of {t.rows} rows x {t.cout_split} Cout group(s)"
            f"{f' x {g.n} images' if g.n > 1 else ''}) on {min(items, cores)} of {cores} cores, estimated "
            f"{busiest:,.0f} cycles for the busiest core (its first band's load, then ceil(items / cores) "

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import npusim as ns
 
 from .common import FRACTAL_BYTES, Epilogue, ceil_div, round_up
-from .geometry import ConvGeometry
+from .geometry import ConvGeometry, work_items
 
 VARIANTS = ("direct", "reuse", "layout", "img2col")
 """a: output tiling from NCHW; b: input tiling with reuse; c: + NC1HWC0 layout; d: + img2col on the Cube."""
@@ -66,6 +66,10 @@ class ConvTiling:
     cout_split: int = 1
     """img2col: groups of Cout blocks that are separate work items (run on different cores); 1 = every
     core computes all output channels of its bands."""
+    staged: bool = False
+    """img2col on several cores (:mod:`npusim.conv.staged`): each core holds its Cout group's weights in L1
+    and starts after the first K piece of its first band and weights; the bands of a group are shared
+    out over its cores by rows (:meth:`core_items`). False: every weight resident, items round-robin."""
     reasons: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     # --- derived sizes -------------------------------------------------------------------------------
@@ -87,6 +91,42 @@ class ConvTiling:
         """Independent work items, one per block at most: bands x Cout groups."""
         return g.n * -(-g.ho // self.rows) * (self.cout_split if self.variant == "img2col" else 1)
 
+    def group_n1(self, g: ConvGeometry) -> int:
+        """Fractal columns (16 output channels each) of the largest Cout group."""
+        return max(sum(-(-c // 16) for _, c in self.group_blocks(g, grp)) for grp in range(self.cout_split))
+
+    def bands(self, g: ConvGeometry) -> list[tuple[int, int, int]]:
+        """The bands ``(image, first output row, rows)``: ``rows`` rows each (the last one shorter); staged,
+        ``ceil(Ho / rows)`` bands per image of as equal heights as can be (differing by one row at most),
+        so that no core is left with a short band while others compute full ones."""
+        if not self.staged:
+            return work_items(g, self.rows)
+        nb = -(-g.ho // self.rows)
+        cuts = [g.ho * i // nb for i in range(nb + 1)]
+        return [(n, cuts[i], cuts[i + 1] - cuts[i]) for n in range(g.n) for i in range(nb)]
+
+    def core_items(self, g: ConvGeometry, idx: int, num: int) -> list[tuple[tuple[int, int, int], int]]:
+        """The work items ``(band, Cout group)`` block ``idx`` of ``num`` computes, in order.
+
+        Not staged: every ``num``-th item of the (band, group) list from ``idx``. Staged, with at least
+        as many blocks as groups: block ``idx`` computes group ``idx % cout_split`` only (its weights stay
+        in L1), and the bands go to the group's blocks longest first, each to the one with the fewest
+        rows so far (ties: the lower index), so that their rows are as equal as the bands allow."""
+        bands = self.bands(g)
+        split = self.cout_split
+        if not self.staged or num < split:
+            return [(b, grp) for b in bands for grp in range(split)][idx::num]
+        grp = idx % split
+        members = list(range(grp, num, split))
+        load = [0] * len(members)
+        mine = []
+        for i in sorted(range(len(bands)), key=lambda i: -bands[i][2]):
+            j = load.index(min(load))
+            load[j] += bands[i][2]
+            if members[j] == idx:
+                mine.append(i)
+        return [(bands[i], grp) for i in sorted(mine)]
+
     def col_tiles(self, g: ConvGeometry) -> list[tuple[int, int]]:
         """``(first column, columns)`` of each output column tile."""
         return [(c, min(self.cols, g.wo - c)) for c in range(0, g.wo, self.cols)]
@@ -106,7 +146,9 @@ class ConvTiling:
         if self.variant == "img2col":
             cc1 = ceil_div(min(self.cin_block, g.cin), c0)
             out.append(BufferPlan("band", "L1", self.l1_buffers, cc1 * self.band_in_rows(g) * g.w * 32))
-            if self.weights_resident:
+            if self.staged:   # the weights of one Cout group
+                out.append(BufferPlan("weights", "L1", 1, g.k1 * self.group_n1(g) * F))
+            elif self.weights_resident:
                 out.append(BufferPlan("weights", "L1", 1, g.k1 * g.n1 * F))
             else:
                 out.append(BufferPlan("weights", "L1", self.l1_buffers, self.k_tile // c0 * (cb16 // 16) * F))
@@ -189,6 +231,9 @@ class ConvTiling:
             bad.append(f"cout_split={self.cout_split} must be in 1..{n_cout} (the Cout blocks)")
         if self.cout_split > 1 and self.variant != "img2col":
             bad.append("cout_split (Cout groups on different cores) is img2col's only")
+        if self.staged and (self.variant != "img2col" or self.cin_block < g.cin or not self.weights_resident):
+            bad.append("staged (per-group weights in L1, a staged start) is img2col's, with every input channel "
+                       "in one block and the weights resident")
         for name in ("l1_buffers", "l0_buffers", "l0c_buffers"):
             if getattr(self, name) < 1:
                 bad.append(f"{name} must be >= 1")
@@ -218,7 +263,8 @@ class ConvTiling:
         s = f"{self.variant}: rows={self.rows} cols={self.cols} cin_block={self.cin_block} cout_block={self.cout_block}"
         if self.variant == "img2col":
             s += f" m_tile={self.m_tile} k_tile={self.k_tile}" + (f" cout_split={self.cout_split}"
-                                                                   if self.cout_split > 1 else "")
+                                                                   if self.cout_split > 1 else "") + (
+                " staged" if self.staged else "")
         return s + (f" buffers L1x{self.l1_buffers} L0x{self.l0_buffers} L0Cx{self.l0c_buffers}"
                     f"{'' if self.weights_resident else ' weights streamed'}")
 

@@ -575,7 +575,12 @@ def load_data_3d(dst: LocalTensor, src: LocalTensor, params: LoadData3DParams) -
     pipe = MTE1
     if core.check:
         vc = core.epoch(pipe)
-        touch_bytes(core, src, 0, img * isz, False, pipe, vc, site, op)
+        # the K columns (C1, Kh, Kw, C0) read only their C1 blocks of the image: a kernel may still be
+        # filling the others (a staged conv loads its first band C1 block by C1 block)
+        per_c1 = p.kh * p.kw * c0
+        c1_lo, c1_hi = p.k_start // per_c1, min(-(-(p.k_start + p.k_extension) // per_c1), p.channel_size // c0)
+        plane = p.l1_h * p.l1_w * c0 * isz
+        touch_bytes(core, src, c1_lo * plane, max(c1_lo, c1_hi) * plane, False, pipe, vc, site, op)
         touch_bytes(core, dst, 0, p.m_extension * p.k_extension * isz, True, pipe, vc, site, op)
     idx, valid = _img2col_index(p, c0)
     flat = src.view()[:img]

@@ -11,6 +11,8 @@ convolution kernel; ``OpResult.launches`` lists every launch.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..conv import ConvGeometry, choose_tiling
@@ -19,6 +21,7 @@ from ..conv.common import Epilogue
 from ..conv.geometry import pair
 from ..conv.tiling import VARIANTS
 from ..errors import NpuSimError
+from ..l2 import current_shared, shared_l2
 from .opdef import InferContext, OpDef, TilingData
 from .runtime import execute, get_workspace_size, register
 
@@ -119,9 +122,14 @@ def _conv_run(ctx: InferContext, tiling: TilingData, inputs: list, outputs: list
     x, w, bias, scale = inputs
     a = ctx.attrs
     fused_relu = tiling.epilogue.relu
-    res = conv2d_runner(x, w, bias, a["stride"], a["padding"], a["dilation"], variant=a["variant"],
-                        tiling=tiling.conv, config=ctx.config, block_dim=tiling.block_dim, sanitize=sanitize,
-                        relu=fused_relu, deq_scale=scale, fuse=True)
+    # the operator's launches run back to back on one L2: the convolution finds the layout transform's
+    # output there (as on hardware, where TransData writes it into L2 just before), its weights come from HBM
+    with contextlib.ExitStack() as stack:
+        if current_shared() is None:
+            stack.enter_context(shared_l2(ctx.config))
+        res = conv2d_runner(x, w, bias, a["stride"], a["padding"], a["dilation"], variant=a["variant"],
+                            tiling=tiling.conv, config=ctx.config, block_dim=tiling.block_dim, sanitize=sanitize,
+                            relu=fused_relu, deq_scale=scale, fuse=True)
     # in execution order: the input layout transform, the convolution, the output transform
     before = [(k, v) for k, v in res.transforms.items() if k == "nchw_to_nc1hwc0"]
     after = [(k, v) for k, v in res.transforms.items() if k != "nchw_to_nc1hwc0"]

@@ -51,7 +51,7 @@ def test_split_tilings_fit_and_never_leave_a_group_empty(g, cores):
 CASES = [
     (1, 64, 7, 200, 3, 1, 1, True, True, {}),
     (1, 32, 9, 80, 3, 1, 1, False, False, {"cout_block": 16, "cout_split": 3}),
-    (2, 48, 6, 64, 3, 1, 1, True, True, {"cin_block": 16, "cout_block": 32, "cout_split": 2}),
+    (2, 48, 6, 64, 3, 1, 1, True, True, {"cin_block": 16, "cout_block": 32, "cout_split": 2, "staged": False}),
     (3, 16, 12, 24, 1, 2, 0, True, False, {}),
     (1, 3, 32, 64, 7, 2, 3, False, True, {}),
 ]

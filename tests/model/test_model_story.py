@@ -31,8 +31,8 @@ def test_the_story_setting_figures_and_their_explanations(runs):
     (b1, a1), (before, after) = runs
     f = nm.story.figures(before, after)
     f1 = nm.story.figures(b1, a1)
-    # the big convolutions fill the chip at batch 8, far better than at batch 1 (but below the story's 80 %)
-    assert 0.55 <= f["conv_chip_util_max"] < 0.8 and f["conv_chip_util_max"] > 1.8 * f1["conv_chip_util_max"]
+    # the big convolutions fill the chip at batch 8, far better than at batch 1, within the story's 80 % +- 8
+    assert 0.72 <= f["conv_chip_util_max"] <= 0.88 and f["conv_chip_util_max"] > 1.8 * f1["conv_chip_util_max"]
     assert f["conv_chip_util_median"] < f["conv_chip_util_max"]
     # the host round trips: the model far below the story's 40 %, the passes far above its +25 %
     assert f["model_chip_util_before"] < 0.05 and f["speedup"] > 1.35
@@ -49,7 +49,7 @@ def test_the_story_setting_figures_and_their_explanations(runs):
     transforms = sum(e.dur_us for e in ks if e.name.endswith(("nchw_to_nc1hwc0", "nhwc_to_nchw")))
     assert transforms > 0.3 * cube
     assert sum(e.dur_us < after.system.launch_overhead_us for e in ks) > len(ks) / 2
-    # line 1: the best conv's first Mmad waits for its weights and first band
+    # line 1: the best conv is staged: its first Mmad waits only for the first K piece of its weights and bands
     best = max((e for e in ks if e.main and e.node != "fc"), key=lambda e: e.profile.chip_mac_utilization)
     first = min(r[2] for r in best.profile.raw_records if r[4] == "mmad")
-    assert 0.03 < first / best.profile.total_cycles < 0.3
+    assert 0 < first / best.profile.total_cycles < 0.1
