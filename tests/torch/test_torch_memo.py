@@ -61,7 +61,7 @@ def _prepared(case, x, w, b):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("special", [False, True], ids=["finite", "inf-and-zeros"])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "x{}-w{}".format("x".join(map(str, c[0])), "x".join(map(str, c[1]))))
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x{}-w{}".format(*("x".join(map(str, s)) for s in c[:2])))
 def test_replayed_values_are_the_simulated_bits(case, dtype, special):
     x, w, b = _inputs(case, dtype, special)
     ex = _prepared(case, x, w, b)
