@@ -18,11 +18,12 @@ compares them, inf, NaN and signed zeros included):
 - the transforms are Mmads with an identity: ``out_i = x_i * 1 + sum over the rest of the Mmad's K of
   0 * x_p``, in float64, stored as the dtype: ``x_i`` itself, except that a zero comes out +0 and an
   inf or NaN among the *other* elements of the same Mmad makes it NaN (``0 * inf``);
-- the convolution accumulates in fp32 in the kernel's order: the bias first (an Mmad with ones), then
-  one float64 matrix product per K step of the tiling (its Cin blocks, then its ``k_tile`` columns of
-  the im2col matrix in FRACTAL_Z order ``(c1, kh, kw, c0)``), each added to the fp32 accumulator with
-  one rounding; a band of output rows that reads only padding gets no K step at all; then Fixpipe's
-  ReLU and the cast to the output dtype.
+- the convolution accumulates each L0C tile of the tiling (a band's positions x a Cout block) in fp32
+  in the kernel's order: the bias first (an Mmad with ones), then one float64 matrix product per K step
+  (its Cin blocks, then its ``k_tile`` columns of the im2col matrix in FRACTAL_Z order
+  ``(c1, kh, kw, c0)``), of the same shape as the Mmad's (rows and columns padded to whole fractals, so
+  the same BLAS call sums in the same order), each added to the accumulator with one rounding; a band
+  of output rows that reads only padding gets no K step at all; then Fixpipe's ReLU and the cast.
 
 Only the configurations the replay knows are memoised: variant ``img2col`` on a core with Fixpipe
 (A2), fp16 or fp32, no dequantisation, outside a :func:`npusim.shared_l2` block. Anything else is

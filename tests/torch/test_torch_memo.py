@@ -61,7 +61,7 @@ def _prepared(case, x, w, b):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("special", [False, True], ids=["finite", "inf-and-zeros"])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "x{}-w{}".format("x".join(map(str, c[0])), "x".join(map(str, c[1]))))
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x{}-w{}".format(*("x".join(map(str, s)) for s in c[:2])))
 def test_replayed_values_are_the_simulated_bits(case, dtype, special):
     x, w, b = _inputs(case, dtype, special)
     ex = _prepared(case, x, w, b)
@@ -80,14 +80,16 @@ def test_replayed_values_are_the_simulated_bits(case, dtype, special):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_replay_follows_the_tilings_k_steps_and_cin_blocks(dtype):
     """Tilings that split K into several steps and Cin into several blocks (each its own rounding of the
-    fp32 accumulator) give the same bits on the host as in the simulation."""
+    fp32 accumulator), or the output into many small tiles and Cout groups, give the same bits on the
+    host as in the simulation."""
     case = ((2, 40, 6, 6), (20, 40, 3, 3), True, 1, 1, 1, False)
     x, w, b = _inputs(case, dtype, special=False, seed=3)
     ex = _prepared(case, x, w, b)
     g, t0 = ex.tiling.geometry, ex.tiling.conv
     c0 = g.c0
     for tiling in (dataclasses.replace(t0, k_tile=c0), dataclasses.replace(t0, cin_block=c0, k_tile=2 * c0),
-                   dataclasses.replace(t0, cin_block=3 * c0, k_tile=5 * c0)):
+                   dataclasses.replace(t0, cin_block=3 * c0, k_tile=5 * c0),
+                   dataclasses.replace(t0, rows=1, m_tile=16, cout_block=16, cout_split=2)):
         sim = api.run_img2col(x, w, b, 1, 1, 1, tiling=tiling, block_dim=4).output
         host = memo.conv2d_img2col(x, w, b, g, tiling, relu=False)
         assert np.array_equal(_bits(host), _bits(sim)), f"{tiling}: the host replay differs from the simulation"
