@@ -14,7 +14,8 @@ inside Fixpipe on A2, a vector pass in UB on 'classic'), or as a separate kernel
 
 Modules: geometry (shape arithmetic), tiling (block sizes, ``explain()``), host (host-side constants),
 transform (layout transform kernels), staging (NCHW padding), rowwise (what a-c share), direct, reuse,
-layout, img2col (the kernels), common (Drain, Epilogue), epilogue (the separate ReLU launch, dequant
+layout, img2col (the kernels), staged (img2col on the whole chip: per-group weights in L1, a staged
+start), common (Drain, Epilogue), epilogue (the separate ReLU launch, dequant
 scales, ``chain``), api (the host-side runners), fusion (fused vs separate). ``npusim bench``'s conv cases
 are in :mod:`npusim.bench.conv`.
 """
@@ -25,6 +26,7 @@ from .fusion import FusionComparison, compare_fusion
 from .geometry import ConvGeometry
 from .choose import choose_tiling
 from .tiling import VARIANTS, ConvTiling
+from . import staged as _staged  # noqa: F401  (registers the staged img2col kernel)
 from .transform import to_nc1hwc0, to_nchw
 
 __all__ = ["conv2d", "run_direct", "run_reuse", "run_layout", "run_img2col", "ConvResult", "ConvGeometry",

@@ -223,8 +223,9 @@ def conv2d_img2col(x5, wz, const, y, g: ConvGeometry, t: ConvTiling, has_bias: b
                    epilogue: Epilogue | None = None, scale=None, drain=None) -> None:
     """NHWC ``y`` = conv2d of the NC1HWC0 input ``x5`` with FRACTAL_Z weights ``wz`` (see module doc), through
     the fused ``epilogue`` (``scale``: the GM fp32 dequantisation scales, 1 or Cout padded to 16 values)."""
-    if t.staged:   # per-group resident weights and a staged start (:mod:`.staged`)
-        from .staged import KernelImg2colStaged
-        KernelImg2colStaged(x5, wz, const, y, g, t, has_bias, epilogue, scale, drain).process()
-    else:
-        KernelImg2col(x5, wz, const, y, g, t, has_bias, epilogue, scale, drain).process()
+    cls = STAGED[0] if t.staged else KernelImg2col   # staged: per-group weights, a staged start (.staged)
+    cls(x5, wz, const, y, g, t, has_bias, epilogue, scale, drain).process()
+
+
+STAGED: list = []
+"""The staged kernel class (:mod:`.staged` registers it when npusim.conv is imported; no import cycle)."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import npusim as ns
 
 from .common import ceil_div, load_fractals, round_up
-from .img2col import KernelImg2col
+from .img2col import STAGED, KernelImg2col
 
 MAX_PIECES = 8
 """Pieces of the staged start: one MTE2 -> MTE1 event id each (a2 has 8 per HardEvent)."""
@@ -207,3 +207,6 @@ class KernelImg2colStaged(KernelImg2col):
         """The (k1_n x n1_n) fractals of the group's block that starts at Cout ``16 * n1_0``: one run."""
         base = next(base for co0, _, base in self.block_offsets(self.group) if co0 == n1_0 * 16)
         load_fractals(b, self.w_l1, base + k1_0 * n1_n, k1_n * n1_n)
+
+
+STAGED.append(KernelImg2colStaged)

@@ -4,20 +4,20 @@
 
 ``npusim.ops`` has no pooling operator, so a framework would run these on the host. Each is one launch on
 the vector unit. The catch is the horizontal neighbours: the vector unit works on contiguous, 32 B-aligned
-runs and has no gather, so the kernels let DataCopyPad do the de-interleaving. A GM -> UB ``data_copy_pad``
-of ``block_len = 1 element`` with a 1-element gap in GM puts every **even** element of a run of input rows
-in its own 32 B UB block (the rest of the block is padding); the same from one element further on gives
-the **odd** elements. (Each element is its own GM burst: the DMA-bound part; MTE2 is the critical pipe.)
+runs. **Max pool** (stride 2, even H and W), per band of output rows of one (image, channel) plane:
 
-**Max pool** (stride 2, even H and W), per band of output rows of one (image, channel) plane:
-
-1. gather the even (``E``) and odd (``O``) elements of the band's input rows;
-2. horizontal: ``H = max(E, O)``, one instruction for the whole band. For 3x3 / padding 1 output column
-   ``j`` also covers input column ``2j - 1``, the odd element of the block before: ``H[1:] = max(H[1:],
-   O[:-1])`` in block units, then the first block of every row, which took the previous row's last odd
-   element, is recomputed as ``max(E, O)`` (one short instruction per input row);
+1. one DataCopyPad brings the band's input rows, one burst per row, each row padded in UB to a multiple
+   of 2 x 32 B (so that each half of it is whole 32 B blocks); for 3x3 / padding 1 a second one brings
+   the same rows one element earlier (the input array gets one leading element for it);
+2. horizontal: GatherMask's built-in patterns split every row into its even (``E``) and odd (``O``)
+   columns, ``H = max(E, O)`` for the whole band; for 3x3 output column ``j`` also covers input column
+   ``2j - 1``, the even columns of the shifted copy: ``H = max(H, E')`` except in the first column of every
+   row (a select with a mask built once), whose left neighbour is padding;
 3. vertical: each output row is the max of its 2 (or 3, padding clipped) rows of ``H``;
-4. a UB -> GM ``data_copy_pad`` of 1-element blocks packs the results densely into the output.
+4. a UB -> GM ``data_copy_pad`` writes the output rows, one burst each.
+
+(An earlier version let DataCopyPad de-interleave, one 1-element burst per input element: MTE2-bound,
+ten times slower on ResNet-18's stem.)
 
 **Global average pool**: ``(N*C)`` rows of ``H*W`` elements. Column ``k`` of every row (one element per
 row, a 1-element block with a gap of ``H*W - 1`` elements) is gathered, cast to float32 and added to an
@@ -45,11 +45,13 @@ MAX_POOLS = ((2, 2, 0), (3, 2, 1))
 
 @ns.kernel
 def maxpool(x, y, planes: int, h: int, w: int, k: int, pad: int, band: int) -> None:
-    """``y`` (planes x ho x wo) = k x k / stride-2 max (padding ``pad``) of ``x`` (planes x h x w)."""
+    """``y`` (planes x ho x wo) = k x k / stride-2 max (padding ``pad``) of the planes x h x w elements of
+    ``x`` from its element 1 (element 0 is a front pad: the shifted copy of 3x3 starts one element early)."""
     dt = x.dtype
     isz = dt.itemsize
-    slot = 32 // isz                      # elements per 32 B UB block: one useful, the rest padding
-    wh = w // 2                           # even (or odd) elements per input row
+    slot = 32 // isz                      # elements per 32 B block
+    pitch = _round_up(w, 2 * slot)        # a row in UB, padded so that its even (odd) half is whole blocks
+    half = pitch // 2                     # one row of E, O, H: whole blocks
     ho, wo = (h + 2 * pad - k) // 2 + 1, (w + 2 * pad - k) // 2 + 1
     bands = -(-ho // band)
     units = planes * bands
@@ -57,31 +59,44 @@ def maxpool(x, y, planes: int, h: int, w: int, k: int, pad: int, band: int) -> N
     u0 = min(ns.get_block_idx() * per, units)
     u1 = min(u0 + per, units)
     rows_in = 2 * band - 2 + k            # input rows of a full band
-    run = wh * slot                       # one input row: wh blocks
-    span = _round_up(rows_in * run, 256 // isz)  # select works on whole 256 B repeats
+    lanes = 256 // isz                    # select and the fills work on whole 256 B repeats
+    span_in, span = _round_up(rows_in * pitch, lanes), _round_up(rows_in * half, lanes)
     pipe = ns.TPipe()
-    q_even, q_odd = ns.TQue(ns.TPosition.VECIN), ns.TQue(ns.TPosition.VECIN)
+    q_in, q_shift = ns.TQue(ns.TPosition.VECIN), ns.TQue(ns.TPosition.VECIN)
     q_out = ns.TQue(ns.TPosition.VECOUT)
-    hbuf, shifted, first = (ns.TBuf(ns.TPosition.VECCALC) for _ in range(3))
-    pipe.init_buffer(q_even, 2, span * isz)
-    pipe.init_buffer(q_odd, 2, span * isz)
-    pipe.init_buffer(hbuf, span * isz)
-    pipe.init_buffer(q_out, 2, band * wo * 32)
+    even, odd, hbuf, three, first = (ns.TBuf(ns.TPosition.VECCALC) for _ in range(5))
+    pipe.init_buffer(q_in, 2, span_in * isz)
+    for b in (even, odd, hbuf):
+        pipe.init_buffer(b, span * isz)
+    pipe.init_buffer(q_out, 2, _round_up(band * _round_up(wo, slot), lanes) * isz)
+    row_copy = lambda n: ns.DataCopyExtParams(n, w * isz, 0, (pitch - _round_up(w, slot)) * isz // 32)
     if k == 3:
-        # once per block: the select below reads whole 256 B repeats of hmax and shifted, past the band's
-        # last row and before the first block: fill both once, so every byte it reads was written
-        pipe.init_buffer(shifted, span * isz)
+        pipe.init_buffer(q_shift, 2, span_in * isz)
+    wr = _round_up(w, slot)
+    for q in ((q_in, q_shift) if k == 3 else (q_in,)):
+        # once per buffer: the gap at the end of every padded row, which no copy writes and GatherMask
+        # reads (its values land in the unused end of each half row)
+        bufs = [q.alloc_tensor(dt) for _ in range(2)]
+        for t in bufs:
+            ns.duplicate(t[rows_in * pitch:], 0.0, span_in - rows_in * pitch) if span_in > rows_in * pitch else None
+            if pitch > wr:
+                for r in range(rows_in):
+                    ns.duplicate(t[r * pitch + wr:], 0.0, pitch - wr)
+        for t in bufs:
+            q.free_tensor(t)
+    if k == 3:
+        pipe.init_buffer(three, span * isz)
+        # once per block: select reads whole 256 B repeats of hbuf and three past the band's last row: fill
+        # both, so every byte it reads was written; and its mask: the first element of every input row
         ns.duplicate(hbuf.get(dt), 0.0, span)
-        ns.duplicate(shifted.get(dt), 0.0, span)
-        # and a select mask of the first block of every input row (one bit per element)
+        ns.duplicate(three.get(dt), 0.0, span)
         pipe.init_buffer(first, _round_up(span // 8, 32))
         mask = first.get(ns.uint8)
         ns.duplicate(mask, 0, mask.size)
         ns.set_flag(ns.HardEvent.V_S, 0)  # the scalar unit writes the bits after the vector unit cleared them
         ns.wait_flag(ns.HardEvent.V_S, 0)
         for r in range(rows_in):
-            for byte in range(slot // 8):
-                mask.set_value(r * run // 8 + byte, 255)
+            mask.set_value(r * half // 8, 1)
         ns.set_flag(ns.HardEvent.S_V, 0)  # ...and the vector unit reads them after that
         ns.wait_flag(ns.HardEvent.S_V, 0)
     for u in range(u0, u1):
@@ -91,38 +106,45 @@ def maxpool(x, y, planes: int, h: int, w: int, k: int, pad: int, band: int) -> N
         r_lo = max(0, 2 * i0 - pad)
         r_hi = min(h, 2 * (i0 + n - 1) - pad + k)
         nr = r_hi - r_lo
-        # 1. even and odd elements of the band's input rows, one per 32 B block (GM gap: one element)
-        even, odd = q_even.alloc_tensor(dt), q_odd.alloc_tensor(dt)
-        gather = ns.DataCopyExtParams(nr * wh, isz, isz, 0)
-        src = (plane * h + r_lo) * w
-        ns.data_copy_pad(even, x[src:], gather)
-        ns.data_copy_pad(odd, x[src + 1:], gather)
-        q_even.enque(even)
-        q_odd.enque(odd)
-        even, odd = q_even.deque(), q_odd.deque()
-        # 2. horizontal: columns 2j and 2j + 1, and for 3x3 / pad 1 also 2j - 1 (the odd block before),
-        #    except in the first block of each row (the mask), which would take the previous row's last one
-        hmax = hbuf.get(dt)
-        ns.max(hmax, even, odd, nr * run)
+        src = 1 + (plane * h + r_lo) * w
+        # 1. the band's input rows, one burst per row, each padded to ``pitch`` in UB (for 3x3 also the same
+        #    rows one element earlier: their even elements are the odd ones of the column before)
+        xin = q_in.alloc_tensor(dt)
+        ns.data_copy_pad(xin, x[src:], row_copy(nr))
+        q_in.enque(xin)
         if k == 3:
-            three = shifted.get(dt)
-            ns.max(three[slot:], hmax[slot:], odd, (nr * wh - 1) * slot)
-            ns.select(hmax, mask, hmax, three, _round_up(nr * run, 256 // isz))
-        q_even.free_tensor(even)
-        q_odd.free_tensor(odd)
+            xs = q_shift.alloc_tensor(dt)
+            ns.data_copy_pad(xs, x[src - 1:], row_copy(nr))
+            q_shift.enque(xs)
+        xin = q_in.deque()
+        # 2. horizontal: even and odd columns apart (GatherMask), their max; for 3x3 / pad 1 also column
+        #    2j - 1, except in the first column of each row (the mask), whose left neighbour is padding
+        e, o, hmax = even.get(dt), odd.get(dt), hbuf.get(dt)
+        ns.gather_mask(e, xin, 1, True, nr * pitch)
+        ns.gather_mask(o, xin, 2, True, nr * pitch)
+        q_in.free_tensor(xin)
+        ns.max(hmax, e, o, nr * half)
+        if k == 3:
+            xs = q_shift.deque()
+            t3 = three.get(dt)
+            ns.gather_mask(e, xs, 1, True, nr * pitch)      # x[2j - 1] of every row
+            q_shift.free_tensor(xs)
+            ns.max(t3, hmax, e, nr * half)
+            ns.select(hmax, first.get(ns.uint8), hmax, t3, _round_up(nr * half, lanes))
         # 3. vertical: rows 2i - pad .. 2i - pad + k - 1 of the plane, clipped to the image
         out = q_out.alloc_tensor(dt)
+        orow = _round_up(wo, slot)
         for i in range(n):
             top = 2 * (i0 + i) - pad
             rows = [r - r_lo for r in range(max(top, 0), min(top + k, h))]
-            dst = out[i * wo * slot:]
-            ns.max(dst, hmax[rows[0] * run:], hmax[rows[1 % len(rows)] * run:], run)
+            dst = out[i * orow:]
+            ns.max(dst, hmax[rows[0] * half:], hmax[rows[1 % len(rows)] * half:], wo)
             for r in rows[2:]:
-                ns.max(dst, dst, hmax[r * run:], run)
+                ns.max(dst, dst, hmax[r * half:], wo)
         q_out.enque(out)
-        # 4. pack one element per block densely into GM
+        # 4. the output rows, one burst each
         out = q_out.deque()
-        ns.data_copy_pad(y[(plane * ho + i0) * wo:], out, ns.DataCopyExtParams(n * wo, isz, 0, 0))
+        ns.data_copy_pad(y[(plane * ho + i0) * wo:], out, ns.DataCopyExtParams(n, wo * isz, 0, 0))
         q_out.free_tensor(out)
 
 
@@ -195,11 +217,18 @@ def maxpool_tiling(shape: tuple[int, ...], kernel: int, padding: int, cfg: Hardw
     unit of work per (plane, band), up to the cores there are."""
     n, c, h, w = shape
     ho = (h + 2 * padding - kernel) // 2 + 1
-    wh = w // 2
+    wo = (w + 2 * padding - kernel) // 2 + 1
+    isz = 2
+    pitch = -(-w // 32) * 32
     band = ho
-    buffers = 4 + (2 if kernel == 3 else 1)  # double-buffered even and odd, the maxima (and the shifted ones)
-    while band > 1 and (buffers * (2 * band - 2 + kernel) * wh * 32 + 2 * band * wh * 32 > cfg.ub_bytes
-                        or (2 * band - 2 + kernel) * wh > MAX_BLOCKS):
+
+    def ub(band):   # the input rows twice (and the shifted ones twice), E, O, H (and the 3-column maxima), out
+        rows = 2 * band - 2 + kernel
+        ins = (4 if kernel == 3 else 2) * rows * pitch * isz
+        halves = (4 if kernel == 3 else 3) * rows * pitch // 2 * isz
+        return ins + halves + 2 * band * (-(-wo // 16) * 16) * isz + 4096
+
+    while band > 1 and (ub(band) > cfg.ub_bytes or 2 * band - 2 + kernel > MAX_BLOCKS):
         band -= 1
     return band, _blocks(n * c * -(-ho // band), cfg)
 
@@ -216,8 +245,8 @@ def maxpool_device(x: np.ndarray, kernel: int = 2, stride: int = 2, padding: int
     band, block_dim = maxpool_tiling(x.shape, kernel, padding, cfg)
     ho, wo = (h + 2 * padding - kernel) // 2 + 1, (w + 2 * padding - kernel) // 2 + 1
     y = np.zeros((n, c, ho, wo), x.dtype)
-    run = ns.launch(maxpool, block_dim, np.ascontiguousarray(x), y, n * c, h, w, kernel, padding, band, config=cfg,
-                    sanitize=sanitize)
+    xp = np.concatenate([np.zeros(1, x.dtype), x.ravel()])   # a front pad: 3x3's shifted copy starts at -1
+    run = ns.launch(maxpool, block_dim, xp, y, n * c, h, w, kernel, padding, band, config=cfg, sanitize=sanitize)
     return run["y"], run.profile
 
 

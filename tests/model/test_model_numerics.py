@@ -83,7 +83,10 @@ def test_device_maxpool_is_exact(shape, dtype, kernel, padding):
     y, prof = maxpool_device(x, kernel, 2, padding)
     want = maxpool_host(x, kernel, 2, padding).astype(dtype)   # max is exact: no rounding anywhere
     assert y.dtype == x.dtype and np.array_equal(y, want)
-    assert prof.critical_pipe == "mte2"  # the element-wise gather is the DMA-bound part
+    # one burst per input row: every input byte crosses the GM port once (3x3: twice, the shifted copy,
+    # plus the halo row two bands share), never an element at a time
+    copies = 1 if kernel == 2 else 2
+    assert prof.path_bytes["GM->UB"] <= copies * 1.5 * x.nbytes
 
 
 def test_device_maxpool_refuses_what_it_cannot_run():
