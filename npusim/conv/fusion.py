@@ -200,8 +200,9 @@ def fusion_chart(cmp: FusionComparison):
 
     sep, fus, relu = cmp.separate.profile, cmp.fused_profile, cmp.relu_profile
     fig = Figure(figsize=(10.0, 3.6), dpi=80)
-    ax = fig.add_axes((0.07, 0.18, 0.33, 0.62))
-    ax2 = fig.add_axes((0.5, 0.18, 0.33, 0.62))
+    # each panel's legend beside it, never over its bars (the fused bar is as tall as the pair on some layers)
+    ax = fig.add_axes((0.07, 0.18, 0.25, 0.62))
+    ax2 = fig.add_axes((0.55, 0.18, 0.27, 0.62))
     x = [0, 1]
     ax.bar(x[0], sep.time_us, color=palette.series(1), label="conv kernel", gid="conv_us")
     ax.bar(x[0], relu.time_us, bottom=sep.time_us, color=palette.series(2), label="ReLU kernel", gid="relu_us")
@@ -212,7 +213,7 @@ def fusion_chart(cmp: FusionComparison):
     ax.set_ylim(0, max(sep.time_us + relu.time_us, fus.time_us) * 1.25)
     ax.set_ylabel("kernel time (us)")
     ax.set_title("time", loc="left", fontsize="medium")
-    ax.legend(fontsize="small", frameon=False, loc="upper right")
+    ax.legend(fontsize="small", frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     paths = sorted({k for p in (cmp.separate_profile, fus) for k in p.path_bytes if "GM" in k})
     for i, p in enumerate((cmp.separate_profile, fus)):
         bottom = 0

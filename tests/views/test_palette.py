@@ -39,8 +39,31 @@ def coloured(fig) -> list[tuple[str, str]]:
     return out
 
 
+def lab08_figures() -> dict:
+    """Lab 08's charts (``npusim.torch.charts``), on a two-step training run; none without torch."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    import npusim.torch as nt
+    from npusim.torch import charts as tc
+    from npusim.torch import training
+
+    x, y = training.shapes_dataset(16, size=8)
+    model = nt.swap_modules(training.tiny_cnn())
+    run = training.train(model, x, y, steps=2, batch=8)
+    meter = nt.SavedTensorMeter(model)
+    with meter:
+        torch.nn.functional.cross_entropy(model(x[:8]), y[:8]).backward()
+    report = training.fp16_gradient_report(training.tiny_cnn(), x[:8], y[:8], scales=(1.0, 1024.0))
+    return {"torch three layers": tc.three_layers(), "torch transposed conv": tc.transposed_conv(),
+            "torch loss": tc.loss_curves([run]), "torch step": tc.step_breakdown(run.last_step),
+            "torch saved": tc.saved_tensors(meter), "torch gradients": tc.gradient_histogram(report)}
+
+
 def lab_figures():
-    """The chart types the labs draw, on the reference kernels: what labs 00-07 and 09 show."""
+    """The chart types the labs draw, on the reference kernels: what labs 00-09 show (the package's charts;
+    the labs' own, drawn in their cells, are checked below)."""
     from npusim import conv
     from npusim import model as nm
     from npusim.conv.fusion import compare_fusion
@@ -59,6 +82,7 @@ def lab_figures():
     graph = nm.small_cnn()
     run = nm.run_model(graph, nm.images(2), label="as captured")
     return {
+        **lab08_figures(),
         "timeline add": charts.timeline(add, baseline=add2), "timeline conv": charts.timeline(cv),
         "utilization": charts.utilization(mm, baseline=mm), "bandwidth": charts.bandwidth(add, baseline=add2),
         "roofline": charts.roofline([add, mm, cv], baseline=add2), "occupancy": charts.occupancy(mm),
