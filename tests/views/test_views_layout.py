@@ -180,3 +180,25 @@ def test_no_text_is_smaller_than_the_minimum(name, vadd, vadd_fast):
     small = {(t.get_text(), t.get_fontsize()) for t in fig.findobj(Text) if t.get_text() and t.get_visible()
              and t.get_fontsize() < MIN_POINTS}
     assert not small, small
+
+
+@pytest.mark.xfail(reason="npusim/model/placement.py (another helper's): a long copy's badge sits at its start "
+                          "(copies 27/28, 37/38 out of order) and a copy entering from the previous strip shares "
+                          "its place with the next (18/19 overlap)", strict=True)
+def test_placement_copy_badges_read_in_order_and_apart():
+    """Lab 09's placement chart numbers the PCIe copies in the order they happen: along a strip the badges
+    must read 1, 2, 3 ... left to right, and no two may touch."""
+    from npusim import model as nm
+    from npusim.views.layout import _extent, _renderer
+
+    fig = nm.charts.placement(nm.resnet18())
+    renderer = _renderer(fig)
+    badges = sorted((int(t.get_gid().split("|")[1]), _extent(t, renderer)) for ax in fig.axes for t in ax.texts
+                    if (t.get_gid() or "").startswith("copy|"))
+    problems = []
+    for (n, a), (m, b) in zip(badges, badges[1:]):
+        if abs(a.y0 - b.y0) < 40 and b.x0 < a.x0:   # same strip, the later copy further left
+            problems.append(f"copy {m} is left of copy {n}")
+    for i, (n, a) in enumerate(badges):
+        problems += [f"copies {n} and {m} overlap" for m, b in badges[i + 1:] if a.overlaps(b)]
+    assert problems == []
