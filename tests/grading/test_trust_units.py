@@ -127,3 +127,28 @@ def test_workers_never_get_the_solutions(tmp_path):
     assert snap.for_workers().package is snap.package
     with pytest.raises(RuntimeError, match="solutions"):
         grade_task("x.ipynb", b"{}", snap, {}, "auto", Options())
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="a PID namespace needs root")
+def test_a_namespace_is_ended_only_while_its_recorded_first_process_lives():
+    """A PID namespace's number is reused once it is gone: the clean-up of one submission must not end a
+    later namespace that got the same number (another job's, another grader's). A record whose first
+    process is not the one that lives there is not acted on; the right record ends the namespace."""
+    from npusim.course.grading.processes import children_of, end_namespace, start_time
+
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 10
+        while not (first := children_of(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first = first[0]
+        ns, started = os.readlink(f"/proc/{first}/ns/pid"), start_time(first)
+        assert ns != os.readlink("/proc/self/ns/pid") and started is not None
+        end_namespace(ns, first, started + 1)           # a stale record: another process, same numbers
+        time.sleep(0.2)
+        assert proc.poll() is None and start_time(first) == started, "a stale record ended a namespace"
+        end_namespace(ns, first, started)
+        assert proc.wait(timeout=10) is not None and start_time(first) is None
+    finally:
+        proc.kill()
+        proc.wait()

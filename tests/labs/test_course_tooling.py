@@ -109,6 +109,7 @@ def test_make_force_replaces_an_edited_lab_and_keeps_a_backup(tmp_path):
     assert course.problems(strict=True) == []  # the backup folder holds no lab of its own
 
 
+@pytest.mark.slow  # subprocesses of the CLI, each importing the package
 def test_cli_make_names_the_refused_file_and_check_explains_outside_a_course(tmp_path):
     root = tmp_path / "course"
     root.mkdir()
@@ -127,6 +128,7 @@ def test_cli_make_names_the_refused_file_and_check_explains_outside_a_course(tmp
     assert "solutions/" in proc.stderr and "--root" in proc.stderr
 
 
+@pytest.mark.slow  # subprocesses of the CLI, each importing the package
 def test_every_subcommand_says_what_it_does():
     for cmd, words in (("start", "JupyterLab"), ("bench", "redraw_01_vector_add"), ("labs", "never overwritten"),
                        ("grade", "gradebook")):
@@ -135,6 +137,7 @@ def test_every_subcommand_says_what_it_does():
         assert proc.returncode == 0 and words in proc.stdout, (cmd, proc.stdout)
 
 
+@pytest.mark.slow  # subprocesses of the CLI, each importing the package
 def test_repository_labs_are_current():
     """labs/ is byte for byte what `npusim labs make` generates from solutions/ (run it and commit if this
     fails)."""

@@ -18,8 +18,12 @@ CORPORA = [importlib.import_module(f"labcorpus.{m.name}")
 MIN_WRONG_PER_CHECK = 3
 
 
+SLOW_LABS = ("08", "09")  # their checks run PyTorch models on the simulator: several seconds each
+
+
 def _marks(mod):
-    return [getattr(pytest.mark, f"lab{mod.LAB[:2]}"), pytest.mark.labs]
+    slow = [pytest.mark.slow] if mod.LAB[:2] in SLOW_LABS else []
+    return [getattr(pytest.mark, f"lab{mod.LAB[:2]}"), pytest.mark.labs, *slow]
 
 
 def _solutions():

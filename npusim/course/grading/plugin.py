@@ -91,11 +91,12 @@ def _start_in_sandbox() -> None:
 def _record_namespace(unshare_pid: int, path: Path) -> None:
     """Write down the kernel's PID namespace (``pid:[inode]`` of unshare's child, its first process), so
     that the grader can end every process in it, whatever became of the kernel."""
-    from .processes import children_of
+    from .processes import children_of, start_time
 
     for pid in children_of(unshare_pid):
         try:
-            path.write_text(json.dumps({"init": pid, "ns": os.readlink(f"/proc/{pid}/ns/pid")}), encoding="utf-8")
+            path.write_text(json.dumps({"init": pid, "ns": os.readlink(f"/proc/{pid}/ns/pid"),
+                                        "started": start_time(pid)}), encoding="utf-8")
             return
         except OSError:
             continue

@@ -92,9 +92,33 @@ def in_namespace(ns: str) -> list[int]:
     return found
 
 
-def end_namespace(ns: str) -> None:
-    """SIGKILL every process of the PID namespace ``ns`` (its first one first: that alone ends the rest)."""
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot, /proc/PID/stat): tells a process from a later one that
+    got its number; None if it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _still_first(ns: str, first: int, started: int) -> bool:
+    """Whether ``first`` is still the process recorded as the first of namespace ``ns``."""
+    try:
+        return start_time(first) == started and os.readlink(f"/proc/{first}/ns/pid") == ns
+    except OSError:
+        return False
+
+
+def end_namespace(ns: str, first: int | None = None, started: int | None = None) -> None:
+    """SIGKILL every process of the PID namespace ``ns`` (its first one first: that alone ends the rest).
+
+    Given its ``first`` process and when that ``started``, only while that process lives: a namespace's
+    number is given to a new namespace once it is gone, and the new one may be another submission's
+    (another job of this grader, or another grader on the machine). When the first process has ended, the
+    kernel has already ended every other process of its namespace."""
     for _ in range(3):
+        if first is not None and started is not None and not _still_first(ns, first, started):
+            return
         pids = in_namespace(ns)
         if not pids:
             return

@@ -325,11 +325,12 @@ class Sandbox:
         from .processes import end_namespace
 
         try:
-            ns = json.loads((self.grader / "namespace.json").read_text(encoding="utf-8"))["ns"]
+            record = json.loads((self.grader / "namespace.json").read_text(encoding="utf-8"))
+            ns = record["ns"]
         except (OSError, ValueError, KeyError, TypeError):
             return          # the kernel never started
         if ns != os.readlink("/proc/self/ns/pid"):
-            end_namespace(ns)
+            end_namespace(ns, record.get("init"), record.get("started"))
 
     def close(self) -> None:
         """End the kernel's namespace, stop the audit socket, delete ``base/`` (never following a link) and
