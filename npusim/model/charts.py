@@ -76,9 +76,10 @@ def timeline(profile: ModelProfile, title: str | None = None, baseline: ModelPro
     ax.set_xlim(0, t_end * 1.01)
     if baseline is not None:
         ax.axvline(baseline.model_time_us, color=_palette.ROLE["baseline"], ls="--", lw=1.2, gid="baseline_end")
+        near_end = baseline.model_time_us > 0.8 * t_end  # centred there, the label would leave the figure
         ax.annotate("baseline end", (baseline.model_time_us, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(0, 2), textcoords="offset points", fontsize="x-small", va="bottom", ha="center",
-                    annotation_clip=False)
+                    xytext=(2 if near_end else 0, 2), textcoords="offset points", fontsize="x-small",
+                    va="bottom", ha="right" if near_end else "center", annotation_clip=False)
     ax.xaxis.set_major_locator(MaxNLocator(8))
     ax.set_xlabel("time since the batch was on the host (us)")
     ax.grid(axis="x", alpha=0.3)
@@ -126,6 +127,8 @@ def breakdown(profiles, labels: Sequence[str] | None = None, title: str | None =
     ax.set_yticks(range(len(profs)))
     ax.set_yticklabels(names[::-1], fontsize="small")
     ax.set_xlim(0, top * 1.22)
+    readable(fig)
+    _fit_labels_right(ax)  # the totals at 9 pt: wider than a fixed margin
     ax.set_ylim(-0.6, len(profs) - 0.4)
     ax.xaxis.set_major_locator(MaxNLocator(6))
     ax.set_xlabel("model time (us), split by what ran (priority: device > copy > host > launch)")
@@ -162,8 +165,6 @@ def op_utilization(profile: ModelProfile) -> Figure:
     ax.scatter([x - w / 2 for x in xs], [r["kernel_util"] for r in rows], color="black", s=10, zorder=3,
                gid="kernel_util", label="main kernel, of the cores it used")
     turn = 90 if many else 0
-    ax.bar_label(b1, labels=[f"{v:.1%}" for v in k], fontsize="x-small", rotation=turn, padding=2)
-    ax.bar_label(b2, labels=[f"{v:.1%}" for v in o], fontsize="x-small", rotation=turn, padding=2)
     ax.axhline(prof.mac_utilization, color=_palette.ROLE["mac"], ls="--", gid="model_util",
                label=f"whole model (chip): {prof.mac_utilization:.2%}")
     ax.axhline(prof.device_mac_utilization, color=_palette.ROLE["achieved"], ls=":", gid="device_util",
@@ -176,10 +177,56 @@ def op_utilization(profile: ModelProfile) -> Figure:
     ax.set_xticklabels([short_name(r["node"]) + (f"\n+{'+'.join(r['fused'])}" if r["fused"] and not many else "")
                         for r in rows], fontsize="small", rotation=turn)
     ax.set_xlim(-0.6, max(len(rows), 1) - 0.4)
+    # the value labels once the limits are final: inside the bar's top where the bar is tall enough (the
+    # dot of the cores it used sits just above the main kernel's bar), else above the bar and its dot
+    dots = [r["kernel_util"] for r in rows]
+    _value_labels(ax, b1, k, turn, dots)
+    _value_labels(ax, b2, o, turn, None)
     ax.set_ylabel("Cube MAC utilisation of the chip (log)")
     ax.set_title(f"{prof.label}: kernels vs the whole model (batch {prof.batch})", loc="left", fontsize="medium")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     return readable(fig)
+
+
+def _value_labels(ax, bars, values: list[float], rotation: int, dots: list[float] | None) -> None:
+    """Label each bar with its value (``ax.text`` at the bar, ``gid="value"``): white inside the bar's top
+    when the bar is taller than the label, else above the bar, and above its dot (``dots``) when the dot
+    would sit in the label."""
+    size = _palette.FONT["value"]
+    px = size * ax.figure.dpi / 72                  # the label's line height in pixels
+    for i, (bar, v) in enumerate(zip(bars, values)):
+        label = f"{v:.1%}"
+        long = px * 0.62 * len(label) + 6            # the label's extent along the bar when rotated
+        need = (long if rotation else px) + 6
+        x = bar.get_x() + bar.get_width() / 2
+        base, top = (ax.transData.transform((x, y))[1] for y in (ax.get_ylim()[0], v))
+        if top - base >= need:
+            ax.annotate(label, (x, v), xytext=(0, -3), textcoords="offset points", ha="center", va="top",
+                        rotation=rotation, fontsize=size, color="white", gid="value")
+            continue
+        above = v
+        if dots is not None and dots[i] is not None:
+            dot = ax.transData.transform((x, dots[i]))[1]
+            if dot - top < need + 4:                 # the dot would be in the label: go above the dot
+                above = max(v, dots[i])
+        ax.annotate(label, (x, above), xytext=(0, 5 if above != v else 2), textcoords="offset points",
+                    ha="center", va="bottom", rotation=rotation, fontsize=size, gid="value")
+
+
+def _fit_labels_right(ax) -> None:
+    """Widen ``ax``'s x limits (from 0) until every text placed in data coordinates ends inside the axes."""
+    ax.figure.draw_without_rendering()
+    frame = ax.get_window_extent()
+    lo, hi = ax.get_xlim()
+    need = hi
+    for t in ax.texts:
+        box = t.get_window_extent()
+        if box.x1 > frame.x1 - 4:
+            x = t.get_position()[0]
+            room = frame.width - (box.x1 - box.x0) - 6    # pixels left for the bar up to the label
+            if room > 0:
+                need = max(need, lo + (x - lo) * frame.width / room)
+    ax.set_xlim(lo, need)
 
 
 #: Charts by name, for the explorer.
