@@ -21,6 +21,7 @@ from .metrics import CATEGORIES, LABELS, ModelProfile, category
 from .placement import placement, short_name  # noqa: F401  (the placement chart: its own module)
 from .schedule import LANES
 from ..chartstyle import readable
+from ..views.layout import tidy
 
 DPI = _views_charts.DPI
 #: Colour of each breakdown category (and of the timeline bars of that kind).
@@ -66,9 +67,12 @@ def timeline(profile: ModelProfile, title: str | None = None, baseline: ModelPro
             ax.broken_barh(spans, (lane_y - 0.38, 0.76), facecolors=COLOURS[cat], edgecolor="white",
                            linewidth=0.4, gid=f"lane|{lane}|{cat}")
         for e in evs:
-            if e.kind in ("host", "h2d", "d2h") and e.dur_us > t_end / 25:
-                text = e.node if e.kind == "host" else e.name.split()[0]
-                ax.text(e.start_us + e.dur_us / 2, lane_y, text, ha="center", va="center", fontsize=6.5,
+            if e.kind not in ("host", "h2d", "d2h"):
+                continue
+            text = short_name(e.node) if e.kind == "host" else e.name.split()[0]
+            span_px = e.dur_us / t_end * 0.85 * 10.0 * DPI            # the span's width in pixels
+            if span_px > len(text) * _palette.MIN_POINTS * DPI / 72 * 0.62 + 6:  # only a name that fits its span
+                ax.text(e.start_us + e.dur_us / 2, lane_y, text, ha="center", va="center", fontsize=_palette.MIN_POINTS,
                         color="white", clip_on=True)
     ax.set_yticks(range(len(LANES)))
     ax.set_yticklabels([_LANE_LABELS[lane] for lane in LANES][::-1])
@@ -128,6 +132,7 @@ def breakdown(profiles, labels: Sequence[str] | None = None, title: str | None =
     ax.set_yticklabels(names[::-1], fontsize="small")
     ax.set_xlim(0, top * 1.22)
     readable(fig)
+    tidy(fig)              # long run labels (the story's) at 9 pt: the axes make room on the left
     _fit_labels_right(ax)  # the totals at 9 pt: wider than a fixed margin
     ax.set_ylim(-0.6, len(profs) - 0.4)
     ax.xaxis.set_major_locator(MaxNLocator(6))
@@ -151,7 +156,7 @@ def op_utilization(profile: ModelProfile) -> Figure:
     (prof,) = _profiles(profile)
     rows = [r for r in prof.op_rows() if r["kernel_util"] is not None]
     many = len(rows) > 8  # a whole network: narrower labels, rotated, on a wider figure
-    width = max(10.0, 4.4 + 0.36 * len(rows))
+    width = max(10.0, 4.4 + 0.45 * len(rows))   # rotated 9 pt labels of neighbouring bars clear each other
     fig = _figure(width, 4.4 if many else 3.6)
     ax = fig.add_axes((0.8 / width, 0.3 if many else 0.18, 1 - 4.4 / width, 0.58 if many else 0.66))
     xs = range(len(rows))
