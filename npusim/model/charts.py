@@ -21,7 +21,6 @@ from .metrics import CATEGORIES, LABELS, ModelProfile, category
 from .placement import placement, short_name  # noqa: F401  (the placement chart: its own module)
 from .schedule import LANES
 from ..chartstyle import readable
-from ..views.layout import tidy
 
 DPI = _views_charts.DPI
 #: Colour of each breakdown category (and of the timeline bars of that kind).
@@ -38,6 +37,11 @@ def _profiles(profiles) -> list[ModelProfile]:
     if not profs or not all(isinstance(p, ModelProfile) for p in profs):
         raise UsageError("expected a ModelProfile or a list of them (from npusim.model.run_model)")
     return profs
+
+
+def _batch(profile: ModelProfile) -> str:
+    """``", batch N"``, unless the run's label already says it (the story's runs do)."""
+    return "" if f"batch {profile.batch}" in profile.label else f", batch {profile.batch}"
 
 
 def _percent(profile: ModelProfile) -> str:
@@ -87,7 +91,7 @@ def timeline(profile: ModelProfile, title: str | None = None, baseline: ModelPro
     ax.xaxis.set_major_locator(MaxNLocator(8))
     ax.set_xlabel("time since the batch was on the host (us)")
     ax.grid(axis="x", alpha=0.3)
-    head = title or f"{prof.label}: whole-model timeline, batch {prof.batch}"
+    head = title or f"{prof.label}: whole-model timeline" + _batch(prof)
     ax.set_title(f"{head}\nmodel time {prof.model_time_us:,.0f} us | device busy {prof.device_busy_ratio:.1%} | "
                  f"Cube utilisation (chip) {prof.mac_utilization:.2%} | {prof.launches} launches, "
                  f"{prof.uploads + prof.downloads} copies", loc="left", fontsize="medium",
@@ -132,7 +136,7 @@ def breakdown(profiles, labels: Sequence[str] | None = None, title: str | None =
     ax.set_yticklabels(names[::-1], fontsize="small")
     ax.set_xlim(0, top * 1.22)
     readable(fig)
-    tidy(fig)              # long run labels (the story's) at 9 pt: the axes make room on the left
+    _room_for_names(ax)    # long run labels (the story's) at 9 pt: the axes start after them
     _fit_labels_right(ax)  # the totals at 9 pt: wider than a fixed margin
     ax.set_ylim(-0.6, len(profs) - 0.4)
     ax.xaxis.set_major_locator(MaxNLocator(6))
@@ -188,7 +192,8 @@ def op_utilization(profile: ModelProfile) -> Figure:
     _value_labels(ax, b1, k, turn, dots)
     _value_labels(ax, b2, o, turn, None)
     ax.set_ylabel("Cube MAC utilisation of the chip (log)")
-    ax.set_title(f"{prof.label}: kernels vs the whole model (batch {prof.batch})", loc="left", fontsize="medium")
+    batch = f" (batch {prof.batch})" if _batch(prof) else ""
+    ax.set_title(f"{prof.label}: kernels vs the whole model{batch}", loc="left", fontsize="medium")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     return readable(fig)
 
@@ -216,6 +221,16 @@ def _value_labels(ax, bars, values: list[float], rotation: int, dots: list[float
                 above = max(v, dots[i])
         ax.annotate(label, (x, above), xytext=(0, 5 if above != v else 2), textcoords="offset points",
                     ha="center", va="bottom", rotation=rotation, fontsize=size, gid="value")
+
+
+def _room_for_names(ax, pad_px: float = 12.0) -> None:
+    """Move ``ax``'s left edge right of its longest y tick label (keeping its right edge)."""
+    fig = ax.figure
+    fig.draw_without_rendering()
+    widest = max((t.get_window_extent().width for t in ax.get_yticklabels() if t.get_text()), default=0.0)
+    p = ax.get_position()
+    left = max(p.x0, (widest + pad_px + 6) / fig.bbox.width)   # 6 px: the tick itself
+    ax.set_position((left, p.y0, p.x1 - left, p.height))
 
 
 def _fit_labels_right(ax) -> None:

@@ -3,11 +3,13 @@
 The nodes run left to right in execution order, wrapped into strips of ``per_row`` nodes like lines of
 text; each strip has a device lane (top) and a host lane (bottom). Boxes are dark text on a light fill,
 blue-edged on the device and orange-edged on the host, so the sides show at a glance and the names stay
-legible at 100 % zoom (8 pt, never rotated). Every PCIe copy that the placement implies
+legible at 100 % zoom (9 CSS pt, never rotated). Every PCIe copy that the placement implies
 (:meth:`Graph.crossings`: a tensor read on the other side, copied once per direction) is a red arrow with
-its number, so the copies can be counted; a later reader of the same copy gets a thin dotted line.
-Edges inside a strip are drawn (a residual skip as an arc); an edge from an earlier strip enters its
-reader from the left with the producer's name.
+its number, so the copies can be counted; a later reader of the same copy gets a thin dotted line. The
+numbers of a strip read left to right in execution order, none on a box or another number.
+Edges inside a strip are drawn (a residual skip as an arc); an edge from an earlier strip, and a copy that
+skips columns, run in the band outside their source's lane and turn into their reader at its column (an
+edge from an earlier strip names its producer).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def placement(graph: Graph, title: str | None = None, per_row: int = 12) -> Figu
 
     crossings = graph.crossings()
     copies = {(t, node): i + 1 for i, (t, _, node) in enumerate(crossings)}
-    spots = _badge_x(copies, pos, side)
+    spots = _badge_x(copies, pos)
     for n in order:
         for t in dict.fromkeys(n.inputs):
             _edge(ax, t, n.name, xy, pos, side, copies.get((t, n.name)), per_row, spots.get((t, n.name)))
@@ -104,7 +106,8 @@ def placement(graph: Graph, title: str | None = None, per_row: int = 12) -> Figu
 BAND = 0.72
 
 
-def _edge(ax, src: str, dst: str, xy, pos, side, number: int | None, per_row: int, badge_x: float | None = None) -> None:
+def _edge(ax, src: str, dst: str, xy, pos, side, number: int | None, per_row: int,
+          badge_x: float | None = None) -> None:
     """One edge ``src -> dst``: grey, or red when it crosses sides (thick and numbered when it is the copy).
     An edge from an earlier strip, or a copy that skips columns, runs in the band outside its source's lane
     (below the host lane, above the device lane) and rises or drops into its reader at the reader's column,
@@ -147,7 +150,7 @@ def _edge(ax, src: str, dst: str, xy, pos, side, number: int | None, per_row: in
                 bbox={"boxstyle": "circle,pad=0.1", "fc": COPY, "ec": "none"})
 
 
-def _badge_x(copies: dict, pos: dict, side: dict) -> dict:
+def _badge_x(copies: dict, pos: dict) -> dict:
     """Where the number of each copy that runs in a band goes: the copies into one reader come in input
     order, so a band copy sits left of its reader's copy from the column before when it is numbered first
     (``x - 0.72``), else right of it (``x - 0.28``)."""
