@@ -3,11 +3,13 @@
 The nodes run left to right in execution order, wrapped into strips of ``per_row`` nodes like lines of
 text; each strip has a device lane (top) and a host lane (bottom). Boxes are dark text on a light fill,
 blue-edged on the device and orange-edged on the host, so the sides show at a glance and the names stay
-legible at 100 % zoom (8 pt, never rotated). Every PCIe copy that the placement implies
+legible at 100 % zoom (9 CSS pt, never rotated). Every PCIe copy that the placement implies
 (:meth:`Graph.crossings`: a tensor read on the other side, copied once per direction) is a red arrow with
-its number, so the copies can be counted; a later reader of the same copy gets a thin dotted line.
-Edges inside a strip are drawn (a residual skip as an arc); an edge from an earlier strip enters its
-reader from the left with the producer's name.
+its number, so the copies can be counted; a later reader of the same copy gets a thin dotted line. The
+numbers of a strip read left to right in execution order, none on a box or another number.
+Edges inside a strip are drawn (a residual skip as an arc); an edge from an earlier strip, and a copy that
+skips columns, run in the band outside their source's lane and turn into their reader at its column (an
+edge from an earlier strip names its producer).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ FILL = {DEVICE: "#deebf7", HOST: "#fee6ce", "end": "#f2f2f2"}
 EDGE = {DEVICE: CATEGORY_COLOURS["device"], HOST: CATEGORY_COLOURS["host"], "end": "#333333"}
 COPY = CATEGORY_COLOURS["transfers"]
 FONT = 8.0
-SLOT_IN, STRIP_IN = 1.12, 1.3  # inches per node slot and per strip
+SLOT_IN, STRIP_IN = 1.12, 1.42  # inches per node slot and per strip
 
 
 def short_name(name: str) -> str:
@@ -56,8 +58,8 @@ def placement(graph: Graph, title: str | None = None, per_row: int = 12) -> Figu
     height = 0.95 + strips * STRIP_IN
     fig = Figure(figsize=(width, height), dpi=DPI)
     ax = fig.add_axes((0.0, 0.45 / height, 1.0, 1 - 0.9 / height))
-    ax.set_xlim(-0.98, per_row - 0.35)   # room for the lane names at 9 pt
-    ax.set_ylim(-3 * strips + 1.35, 1.75)
+    ax.set_xlim(-1.12, per_row - 0.4)   # room for the lane names at 9 pt
+    ax.set_ylim(-3 * strips + 1.35, 1.0 + BAND + 0.4)   # the top band too
     ax.axis("off")
 
     def xy(name: str) -> tuple[float, float]:
@@ -66,21 +68,22 @@ def placement(graph: Graph, title: str | None = None, per_row: int = 12) -> Figu
 
     for s in range(strips):
         for lane, y in ((DEVICE, 1.0), (HOST, 0.0)):
-            ax.text(-0.5, -3 * s + y, "device" if lane == DEVICE else "host", ha="right", va="center",
+            ax.text(-0.57, -3 * s + y, "device" if lane == DEVICE else "host", ha="right", va="center",
                     fontsize=FONT, color=EDGE[lane], fontweight="bold")
         ax.plot([-0.45, per_row - 0.45], [-3 * s + 0.5] * 2, color="#d9d9d9", lw=0.6, zorder=0)
 
     crossings = graph.crossings()
     copies = {(t, node): i + 1 for i, (t, _, node) in enumerate(crossings)}
+    spots = _badge_x(copies, pos)
     for n in order:
         for t in dict.fromkeys(n.inputs):
-            _edge(ax, t, n.name, xy, pos, side, copies.get((t, n.name)), per_row)
+            _edge(ax, t, n.name, xy, pos, side, copies.get((t, n.name)), per_row, spots.get((t, n.name)))
     for n in order:
         x, y = xy(n.name)
         kind = side[n.name] if n.op not in ("input", "output") else "end"
         label = "batch" if n.op == "input" else "result" if n.op == "output" else short_name(n.name)
         ax.text(x, y, label, ha="center", va="center", fontsize=FONT, color="black", zorder=3, gid=f"node|{n.name}",
-                bbox={"boxstyle": "round,pad=0.35", "fc": FILL[kind], "ec": EDGE[kind], "lw": 1.2})
+                bbox={"boxstyle": "round,pad=0.25", "fc": FILL[kind], "ec": EDGE[kind], "lw": 1.2})
 
     n_dev = sum(1 for n in items if n.placement == DEVICE)
     ups = sum(1 for _, d, _ in crossings if d == "h2d")
@@ -99,8 +102,17 @@ def placement(graph: Graph, title: str | None = None, per_row: int = 12) -> Figu
     return readable(fig)
 
 
-def _edge(ax, src: str, dst: str, xy, pos, side, number: int | None, per_row: int) -> None:
-    """One edge ``src -> dst``: grey, or red when it crosses sides (thick and numbered when it is the copy)."""
+#: How far (in lanes) the band outside a lane is, where long edges and edges from an earlier strip run.
+BAND = 0.72
+
+
+def _edge(ax, src: str, dst: str, xy, pos, side, number: int | None, per_row: int,
+          badge_x: float | None = None) -> None:
+    """One edge ``src -> dst``: grey, or red when it crosses sides (thick and numbered when it is the copy).
+    An edge from an earlier strip, or a copy that skips columns, runs in the band outside its source's lane
+    (below the host lane, above the device lane) and rises or drops into its reader at the reader's column,
+    whose slot in the other lane is free: it crosses no box, and its number sits at ``badge_x`` on that band
+    so that the numbers read in order from left to right."""
     (s0, c0), (s1, c1) = pos[src], pos[dst]
     x0, y0 = xy(src)
     x1, y1 = xy(dst)
@@ -109,21 +121,23 @@ def _edge(ax, src: str, dst: str, xy, pos, side, number: int | None, per_row: in
     style = {"arrowstyle": "-|>", "color": colour, "lw": lw, "ls": ls, "shrinkA": 12, "shrinkB": 12,
              "mutation_scale": 9}
     gid = "copy" if number else ("copy-reuse" if cross else "edge")
-    if s0 != s1:  # from an earlier strip: enter from the left, at the producer's lane
-        start = (x1 - 0.6, y0 - 3 * (s1 - s0) if cross else y1)
-        badge = ((start[0] + x1) / 2, (start[1] + y1) / 2)
-        ax.annotate("", (x1, y1), start, arrowprops={**style, "shrinkA": 0}, gid=gid, zorder=2)
-        if not (c1 == 0 and c0 == per_row - 1 and s0 == s1 - 1):  # not simply the node before, wrapped
-            below = side[src] == HOST  # host-lane labels below the lane, device-lane ones above
-            ax.text(start[0], start[1] + (-0.18 if below else 0.18), f"from {short_name(src)}", ha="left",
-                    va="top" if below else "bottom", fontsize=FONT - 1.5, color=colour, zorder=2)
-    elif cross and c1 - c0 > 1:  # a long copy runs along the gap between the lanes, not through the boxes
-        mid = (y0 + y1) / 2
-        start = (x1 - 0.5, mid)
-        badge = (x0 + 0.4, mid)
-        ax.plot([x0, x0 + 0.4, x1 - 0.5], [y0 + (0.2 if y1 > y0 else -0.2), mid, mid], color=colour, lw=lw, ls=ls,
-                zorder=2, gid=gid)
-        ax.annotate("", (x1, y1), start, gid=gid, zorder=2, arrowprops={**style, "shrinkA": 0})
+    lane0 = y1 + (y0 - y1) if s0 == s1 else (y1 if not cross else y1 + (-1.0 if side[dst] == DEVICE else 1.0))
+    band = lane0 + (-BAND if side[src] == HOST else BAND)
+    badge = None
+    if s0 != s1 or (cross and c1 - c0 > 1):
+        if s0 != s1:  # from an earlier strip: a stub in the band, named after its producer
+            xs = x1 - 0.95
+            pts_x, pts_y = [xs, x1], [band, band]
+            if not (c1 == 0 and c0 == per_row - 1 and s0 == s1 - 1):  # not simply the node before, wrapped
+                name = f"from {short_name(src)}"
+                right = xs - 0.05 - 0.08 * len(name) < -0.9   # no room on the left: beside the stub's end
+                ax.text(x1 + 0.12 if right else xs - 0.05, band, name, ha="left" if right else "right",
+                        va="center", fontsize=FONT - 1.5, color=colour, zorder=2)
+        else:         # a copy past other columns: down (or up) into the band, along it, then into its reader
+            pts_x, pts_y = [x0, x0, x1], [y0 + (0.3 if band > y0 else -0.3), band, band]
+        ax.plot(pts_x, pts_y, color=colour, lw=lw, ls=ls, zorder=2, gid=gid)
+        ax.annotate("", (x1, y1), (x1, band), gid=gid, zorder=2, arrowprops={**style, "shrinkA": 0})
+        badge = (badge_x if badge_x is not None else x1 - 0.5, band)
     else:
         start = (x0, y0)
         badge = ((x0 + x1) / 2, (y0 + y1) / 2)
@@ -133,4 +147,19 @@ def _edge(ax, src: str, dst: str, xy, pos, side, number: int | None, per_row: in
     if number:
         ax.text(*badge, str(number), ha="center", va="center", fontsize=FONT - 1,
                 color="white", fontweight="bold", zorder=4, gid=f"copy|{number}",
-                bbox={"boxstyle": "circle,pad=0.18", "fc": COPY, "ec": "none"})
+                bbox={"boxstyle": "circle,pad=0.1", "fc": COPY, "ec": "none"})
+
+
+def _badge_x(copies: dict, pos: dict) -> dict:
+    """Where the number of each copy that runs in a band goes: the copies into one reader come in input
+    order, so a band copy sits left of its reader's copy from the column before when it is numbered first
+    (``x - 0.72``), else right of it (``x - 0.28``)."""
+    out = {}
+    for (t, node), number in copies.items():
+        (s0, c0), (s1, c1) = pos[t], pos[node]
+        if s0 == s1 and c1 - c0 <= 1:
+            continue
+        later_adjacent = any(n2 > number and nd == node and pos[t2][0] == s1 and pos[t2][1] == c1 - 1
+                             for (t2, nd), n2 in copies.items())
+        out[(t, node)] = c1 - (0.72 if later_adjacent else 0.28)
+    return out

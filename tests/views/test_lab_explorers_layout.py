@@ -23,15 +23,8 @@ def _problems(ex, where: str) -> list[str]:
     return [f"{where}, chart {name}: {p}" for name, fig in ex.last_figures.items() for p in layout_problems(fig)]
 
 
-#: Known problems in charts of other modules, each with its owner: the test fails when one is fixed, so the
-#: mark is removed then.
-KNOWN = {"09_model": "npusim/model/charts.py: the breakdown's total label ('4,046 us  1.00x') crosses the right "
-                     "edge of its axes"}
-
-
 def _cases():
-    return [pytest.param(p, marks=pytest.mark.xfail(reason=KNOWN[p.stem], strict=True)) if p.stem in KNOWN else p
-            for p in notebooks()]
+    return notebooks()
 
 
 @pytest.mark.parametrize("path", _cases(), ids=lambda p: p.stem)
