@@ -29,7 +29,7 @@ import numpy as np
 
 import npusim as ns
 
-from . import host
+from . import host, launch_memo
 from .common import Epilogue
 from .direct import conv2d_direct
 from .epilogue import chain, dequant_scales, run_relu
@@ -40,7 +40,7 @@ from .reuse import conv2d_reuse
 from .staging import workspace_shape
 from .choose import choose_tiling
 from .tiling import VARIANTS, ConvTiling, needs_staging
-from .transform import to_nc1hwc0, to_nchw
+from .transform import to_nc1hwc0
 
 
 @dataclass
@@ -235,7 +235,8 @@ def run_img2col(x, w, bias=None, stride=1, padding=0, dilation=1, *, out_dtype=N
     epilogue = Epilogue(relu=relu and fuse, dequant=kind)
     cfg, x, g, t, b, wz, work = _prepare("img2col", x, w, bias, stride, padding, dilation, out_dtype, tiling, config,
                                          epilogue, dequant)
-    x5, p_in = to_nc1hwc0(x, config=cfg, block_dim=block_dim, sanitize=sanitize)
+    # the transforms are memoised by shapes and L2 state (launch_memo: the same profiles, L2 and bits)
+    x5, p_in = launch_memo.to_nc1hwc0(x, config=cfg, block_dim=block_dim, sanitize=sanitize)
     bias_row = b if b is not None else np.zeros(g.cout, dtype=dtype_of(g.dtype))
     const = np.concatenate([host.ones_fractal(g), host.bias_row_zn(bias_row, g)])
     y = np.empty((g.n, g.ho, g.wo, g.cout), dtype=dtype_of(g.out_dtype))
@@ -248,7 +249,7 @@ def run_img2col(x, w, bias=None, stride=1, padding=0, dilation=1, *, out_dtype=N
     separate = {}
     if relu and not fuse:   # the separate pair: y goes to GM, and a vector kernel reads it back and writes it
         y, separate["relu"] = run_relu(y, config=cfg, block_dim=block_dim, sanitize=sanitize)
-    out, p_out = to_nchw(y, config=cfg, block_dim=block_dim, sanitize=sanitize)
+    out, p_out = launch_memo.to_nchw(y, config=cfg, block_dim=block_dim, sanitize=sanitize)
     r = _launch_result("img2col", out, res.profile, t, g, {"nchw_to_nc1hwc0": p_in, "nhwc_to_nchw": p_out}, work)
     r.separate, r.epilogue = separate, epilogue
     return r

@@ -56,3 +56,22 @@ def test_no_reuse_inside_shared_l2(resnet_small):
     assert memo.key(node, [(1, 3, 8, 8)], [np.dtype(np.float16)], cfg, "error") is not None
     with ns.shared_l2(cfg):
         assert memo.key(node, [(1, 3, 8, 8)], [np.dtype(np.float16)], cfg, "error") is None
+
+
+def test_memoised_layout_transforms_give_the_fresh_simulation(resnet_small):
+    """With node reuse off, the convs' layout transforms are still memoised (npusim.conv.launch_memo: by
+    shapes and L2 state); the whole inference, before and after the passes, has the profiles and the
+    output bits of a simulation with that memo off too."""
+    from npusim.conv import launch_memo
+
+    x = nm.images(2, 32)
+    graphs = [resnet_small, nm.optimize(resnet_small, input_shape=x.shape)]
+    launch_memo.clear()
+    with_memo = [nm.run_model(g, x, memo=False, sanitize="off") for g in graphs]
+    assert launch_memo.stats["hits"] > 0, "convs of one input shape should share their input transform"
+    with launch_memo.disabled():
+        fresh = [nm.run_model(g, x, memo=False, sanitize="off") for g in graphs]
+    for m, f in zip(with_memo, fresh):
+        assert [s.launches for s in m.execution.steps] == [s.launches for s in f.execution.steps]
+        assert m.model_time_us == f.model_time_us
+        assert np.array_equal(m.output, f.output)
