@@ -28,13 +28,13 @@ import numpy as np
 import npusim as ns
 
 from ..l2 import L2Cache, current_shared
+from ..memo import BoundedCache
 from .host import identity_zz
 from . import replay, transform
 
-_CACHE: dict[tuple, tuple] = {}
+_CACHE: BoundedCache[tuple] = BoundedCache(256)
 """``key -> (profile, clock delta, [argument line states after the launch])`` for the Python session."""
-MAX_ENTRIES = 256
-stats = {"hits": 0, "misses": 0}
+stats = _CACHE.stats
 _enabled = [True]
 
 
@@ -51,7 +51,6 @@ def disabled() -> Iterator[None]:
 def clear() -> None:
     """Forget every memoised transform."""
     _CACHE.clear()
-    stats.update(hits=0, misses=0)
 
 
 def _addr(a: np.ndarray) -> tuple:
@@ -128,9 +127,7 @@ def _memoised(name: str, arrays: list[np.ndarray], scalars: tuple, config, block
         delta, states = l2.clock - clock0, _state_out(l2, arrays)
     else:
         delta, states = 0, []
-    if len(_CACHE) >= MAX_ENTRIES:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = (prof, delta, states)
+    _CACHE.put(key, (prof, delta, states))
     return res, prof
 
 

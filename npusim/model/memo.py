@@ -19,26 +19,17 @@ checks. Inside a ``shared_l2`` block (an L2 state the key cannot name) nothing i
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
 from ..config import HardwareConfig
 from ..l2 import current_shared
+from ..memo import BoundedCache, freeze
 from .graph import Node
 from .opset import Launches, spec
 
-_CACHE: dict[tuple, Launches] = {}
+_CACHE: BoundedCache[Launches] = BoundedCache(2000)
 """Memoised launches by :func:`key`, for the whole Python session (a profile holds no GM data)."""
-MAX_ENTRIES = 2000
-
-
-def _freeze(v: Any) -> Any:
-    if isinstance(v, dict):
-        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
-    if isinstance(v, (list, tuple)):
-        return tuple(_freeze(x) for x in v)
-    return v
 
 
 def key(node: Node, shapes: list[tuple], dtypes: list[np.dtype], hardware: HardwareConfig,
@@ -47,20 +38,16 @@ def key(node: Node, shapes: list[tuple], dtypes: list[np.dtype], hardware: Hardw
     if current_shared() is not None:
         return None
     params = tuple(sorted((k, tuple(np.shape(v))) for k, v in node.params.items()))
-    return (node.op, tuple(map(tuple, shapes)), tuple(np.dtype(d).name for d in dtypes), _freeze(node.attrs),
+    return (node.op, tuple(map(tuple, shapes)), tuple(np.dtype(d).name for d in dtypes), freeze(node.attrs),
             params, hardware.key, sanitize, "cold L2")
 
 
 def lookup(k: tuple | None) -> Launches | None:
-    return None if k is None else _CACHE.get(k)
+    return _CACHE.get(k)
 
 
 def store(k: tuple | None, launches: Launches) -> None:
-    if k is None:
-        return
-    if len(_CACHE) >= MAX_ENTRIES:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[k] = launches
+    _CACHE.put(k, launches)
 
 
 def clear() -> None:

@@ -32,7 +32,6 @@ simulated every time.
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
@@ -41,21 +40,13 @@ from ..conv.host import fractal_z_weights
 from ..conv.replay import to_nc1hwc0, to_nchw
 from ..conv.transform import cube_transposes
 from ..l2 import current_shared
+from ..memo import BoundedCache, freeze
 from ..numerics import RoundMode, cast
 from ..ops.runtime import Executor, OpResult
 
-_CACHE: dict[tuple, list] = {}
+_CACHE: BoundedCache[list] = BoundedCache(512)
 """Launches ``[(name, Profile), ...]`` by :func:`key`, for the whole Python session."""
-MAX_ENTRIES = 512
-stats = {"hits": 0, "misses": 0}
-
-
-def _freeze(v: Any) -> Any:
-    if isinstance(v, dict):
-        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
-    if isinstance(v, (list, tuple)):
-        return tuple(_freeze(x) for x in v)
-    return v
+stats = _CACHE.stats
 
 
 def key(ex: Executor, sanitize: str) -> tuple | None:
@@ -70,25 +61,20 @@ def key(ex: Executor, sanitize: str) -> tuple | None:
             or not cube_transposes(x.dtype, ctx.config):
         return None
     shapes = tuple(None if t is None else (tuple(t.shape), t.dtype.name) for t in (x, w, bias))
-    return ("conv2d", shapes, _freeze(a), ctx.config.key, sanitize, "cold L2")
+    return ("conv2d", shapes, freeze(a), ctx.config.key, sanitize, "cold L2")
 
 
 def lookup(k: tuple | None) -> list | None:
-    return None if k is None else _CACHE.get(k)
+    return _CACHE.get(k)
 
 
 def store(k: tuple | None, launches: list) -> None:
-    if k is None:
-        return
-    if len(_CACHE) >= MAX_ENTRIES:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[k] = list(launches)
+    _CACHE.put(k, list(launches))
 
 
 def clear() -> None:
     """Forget every memoised launch (the next call of each shape is simulated again)."""
     _CACHE.clear()
-    stats.update(hits=0, misses=0)
 
 
 def size() -> int:

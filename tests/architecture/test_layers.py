@@ -24,7 +24,7 @@ PACKAGE = ROOT / "npusim"
 LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("foundation", "names, numbers and formats; no simulation",
      ("errors", "dtypes", "numerics", "formats", "params", "pipes", "config", "tables", "wrap", "tracebacks",
-      "chartstyle")),
+      "chartstyle", "memo")),
     ("core", "the simulated AI core and its instruction set",
      ("costs", "sanitizer", "initcheck", "tensor", "memory", "allocator", "instructions", "cores", "core", "chipsync",
       "l2", "memsys", "interleave", "progress", "launch", "profile", "npusim")),
