@@ -48,7 +48,12 @@ def test_lab07_host_time_ordering_on_medians():
     host = {k: sum(v["host_ms"]) for k, v in p.items()}
     device = {k: sum(v["device_us"]) for k, v in p.items()}
     assert host["one tiling"] < 0.1 * host["no cache"], host
-    assert host["exact shapes"] < host["no cache"], host
+    # "never costs more": a hit is a lookup, not a search. Compared on the calls that hit, not on the two
+    # totals: the totals differ by the few repeated m only, less than a shared machine's noise on the rest
+    hit = [i for i, h in enumerate(p["exact shapes"]["hits"]) if h]
+    assert 0 < len(hit) < len(p["exact shapes"]["hits"]) / 2, p["exact shapes"]["hits"]
+    on_hits = {k: sum(p[k]["host_ms"][i] for i in hit) for k in ("exact shapes", "no cache")}
+    assert on_hits["exact shapes"] < 0.1 * on_hits["no cache"], on_hits
     assert host["exact shapes"] > 0.5 * host["no cache"], host          # "saves little"
     assert device["exact shapes"] == pytest.approx(device["no cache"]), device
     assert device["one tiling"] > device["no cache"], device
